@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/config.h - tierd's configuration file (INI, parsed with libinih).
+ * Sections [global], [local], [rados], [tier], [image.NAME].  Loading never
+ * half-applies: tierd_config_load() builds a fresh struct or fails with a
+ * message naming file:line and the allowed values.
+ */
+#ifndef TIERD_CONFIG_H
+#define TIERD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tier/params.h"
+#include "tier/store.h"
+
+#define TIERD_MAX_LISTEN 8
+#define TIERD_MAX_IMAGES 64
+
+enum tierd_backend { TIERD_BACKEND_LOCAL = 0, TIERD_BACKEND_RADOS };
+
+struct tierd_image_cfg {
+	char *name;         /* export name (the NAME of [image.NAME]) */
+	uint64_t size;      /* local: bytes */
+	char *rbd_image;    /* rados: RBD image name in base_pool */
+	bool read_only;
+};
+
+struct tierd_config {
+	char *path;                 /* file it came from */
+	/* [global] */
+	enum tierd_backend backend;
+	char *listen[TIERD_MAX_LISTEN];   /* "unix:/path" or "host:port" */
+	size_t n_listen;
+	char *admin_socket;
+	int log_level;              /* enum tier_log_level */
+	char *prometheus;           /* "127.0.0.1:9464" or NULL = off */
+	uint32_t max_requests_per_conn;   /* backpressure caps */
+	uint64_t max_bytes_per_conn;
+	/* [local] */
+	char *data_dir;
+	struct tier_devmodel_params base_model, cache_model;
+	bool direct_io;
+	/* [rados] */
+	char *rados_conf;
+	char *rados_client_name;
+	char *rados_keyring;
+	char *rados_base_pool, *rados_cache_pool;
+	char *rados_base_ns, *rados_cache_ns;
+	uint64_t rados_op_timeout_ms;
+	/* [tier] */
+	struct tier_params tier;
+	/* [image.NAME] */
+	struct tierd_image_cfg images[TIERD_MAX_IMAGES];
+	size_t n_images;
+};
+
+/*
+ * Parse path.  Returns 0 and *out (free with tierd_config_free), or -errno
+ * with a human message in err ("FILE:LINE: key 'x': ...").
+ */
+int tierd_config_load(const char *path, struct tierd_config **out,
+		      char *err, size_t errlen);
+void tierd_config_free(struct tierd_config *c);   /* NULL ok */
+/* Defaults used when a key is absent (exposed for tests and `config show`). */
+void tierd_config_defaults(struct tierd_config *c);
+
+#endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Installs everything tierd needs to build, run and test on Debian 12.
+# Idempotent: packages already present are skipped; safe to run many times.
+# Usage: deploy/install-deps.sh [--no-ceph]
+set -eu
+
+build_pkgs="build-essential meson ninja-build pkg-config libuv1-dev libzstd-dev
+libcmocka-dev libinih-dev libnbd-dev libsystemd-dev librados-dev librbd-dev"
+test_pkgs="fio libnbd-bin nbdkit qemu-utils python3 procps"
+ceph_pkgs="ceph-mon ceph-osd ceph-mgr ceph-common"
+
+want="$build_pkgs $test_pkgs"
+[ "${1:-}" = "--no-ceph" ] || want="$want $ceph_pkgs"
+
+missing=""
+for p in $want; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	echo "install-deps: all packages present"
+	exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+echo "install-deps: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "install-deps: done"

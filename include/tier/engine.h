@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tier/engine.h - the libtier engine: images over a base and a cache pool.
+ *
+ * An engine owns the object map, hitsets, promotion throttles and the
+ * flush/evict agent for a pair of stores.  It is a single-threaded state
+ * machine: every call below, and every store completion (tier_cq_drain),
+ * happens on one thread, the owner's.  It never blocks, never prints (it logs
+ * through the callback) and reads time only through opts.clock.
+ */
+#ifndef TIER_ENGINE_H
+#define TIER_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tier/params.h"
+#include "tier/stats.h"
+#include "tier/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tier_log_level { TIER_LOG_ERROR = 0, TIER_LOG_WARN, TIER_LOG_INFO, TIER_LOG_DEBUG };
+typedef void (*tier_log_fn)(void *arg, enum tier_log_level lvl, const char *msg);
+typedef uint64_t (*tier_clock_fn)(void *arg);   /* monotonic nanoseconds */
+
+struct tier_engine;
+struct tier_image;
+
+struct tier_engine_opts {
+	struct tier_store *base;     /* not owned */
+	struct tier_store *cache;    /* not owned */
+	struct tier_params params;
+	tier_log_fn log;             /* may be NULL */
+	void *log_arg;
+	tier_clock_fn clock;         /* NULL = CLOCK_MONOTONIC */
+	void *clock_arg;
+};
+
+/* -EINVAL (bad params, missing store), -ENOMEM.  *out NULL on failure. */
+int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **out);
+/* @pre no request in flight (see tier_engine_idle). NULL ok. */
+void tier_engine_destroy(struct tier_engine *e);
+
+/* Live tuning; object_size/extent_size must not change (-EINVAL). */
+int tier_engine_set_params(struct tier_engine *e, const struct tier_params *p);
+const struct tier_params *tier_engine_params(const struct tier_engine *e);
+
+/*
+ * Run the agent (flush/evict), rotate/archive hitsets, refill throttles.
+ * Call it whenever a timer fires and after draining completions.  Returns the
+ * number of ms after which it wants to be called again (>= 1).
+ */
+uint64_t tier_engine_tick(struct tier_engine *e);
+/* true when no client request, promotion, flush or evict is in flight. */
+bool tier_engine_idle(const struct tier_engine *e);
+
+/* ---- images ---- */
+struct tier_image_opts {
+	const char *name;           /* export name */
+	const char *object_prefix;  /* object names are "<prefix>.%016llx" */
+	uint64_t size;              /* bytes */
+	bool read_only;
+};
+/*
+ * Open an image; starts the rebuild of its cached objects from the cache
+ * pool listing.  Requests submitted before tier_image_ready() are queued.
+ * -EINVAL, -EEXIST (name in use), -ENOMEM.
+ */
+int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
+		    struct tier_image **out);
+/* 1 loaded, 0 loading, -errno if the rebuild failed. */
+int tier_image_ready(const struct tier_image *img);
+/* @pre no request in flight on it. NULL ok. */
+void tier_image_close(struct tier_image *img);
+struct tier_image *tier_engine_find_image(struct tier_engine *e, const char *name);
+const char *tier_image_name(const struct tier_image *img);
+uint64_t tier_image_size(const struct tier_image *img);
+
+/* ---- requests ---- */
+enum tier_req_type {
+	TIER_REQ_READ = 0,
+	TIER_REQ_WRITE,
+	TIER_REQ_TRIM,
+	TIER_REQ_WRITE_ZEROES,
+	TIER_REQ_FLUSH,   /* make every acknowledged write durable */
+	TIER_REQ_CACHE,   /* promote hint */
+	TIER_REQ_TYPE_MAX
+};
+enum { TIER_REQ_F_FUA = 1u << 0 };
+
+struct tier_request;
+typedef void (*tier_request_cb)(struct tier_request *req, int result);
+
+/* Owned by the caller from submit until cb returns. */
+struct tier_request {
+	enum tier_req_type type;
+	uint32_t flags;
+	uint64_t off, len;
+	void *buf;            /* READ: filled; WRITE: source; else NULL */
+	tier_request_cb cb;
+	void *priv;
+	/* engine private */
+	uint32_t pending;
+	int first_err;
+	uint64_t t_start_ns;
+	struct tier_request *next;
+};
+
+/*
+ * Submit; cb runs later (never inside this call) with 0 or -errno:
+ * -EIO (base pool failure), -EROFS, -ENOSPC.  Returns -EINVAL (range past
+ * the image end, len 0 for data ops, unknown type) and then cb will NOT run.
+ */
+int tier_image_submit(struct tier_image *img, struct tier_request *req);
+
+/* ---- admin ---- */
+/* Flush (and for evict also drop) every cached object of img (NULL = all images).
+ * Progress through tier_engine_get_stats' dirty/cached counts. */
+int tier_engine_flush_all(struct tier_engine *e, struct tier_image *img);
+int tier_engine_evict_all(struct tier_engine *e, struct tier_image *img);
+/* Promote the objects covering [off, off+len) regardless of recency. */
+int tier_engine_promote(struct tier_engine *e, struct tier_image *img,
+			uint64_t off, uint64_t len);
+void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out);
+/* Hitset summary as JSON text (malloc'd, caller frees). */
+char *tier_engine_hitset_json(const struct tier_engine *e);
+/* Bytes of engine memory per cached object (measured), for reports. */
+size_t tier_engine_bytes_per_object(const struct tier_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

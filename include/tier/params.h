@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tier/params.h - the tunable tier parameters ([tier] section), their
+ * defaults, ranges and units, in one table shared by the config parser,
+ * `tierctl config set` and the engine.  Names follow Ceph's pool options.
+ */
+#ifndef TIER_PARAMS_H
+#define TIER_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tier_cache_mode {
+	TIER_MODE_WRITEBACK = 0,
+	TIER_MODE_READPROXY,
+	TIER_MODE_PROXY,
+	TIER_MODE_READONLY,
+	TIER_MODE_NONE,
+};
+
+enum tier_granularity { TIER_GRAN_OBJECT = 0, TIER_GRAN_EXTENT };
+
+enum tier_evict_policy { TIER_EVICT_HITSET = 0, TIER_EVICT_S3FIFO };
+
+/*
+ * X(name, kind, default, min, max): kind is one of
+ *   U64  plain count          BYTES  size with K/M/G/T suffix
+ *   MS   duration (ms, s)     RATIO  0.0 .. 1.0 (double)     ENUM handled apart
+ * Durations are held in milliseconds.
+ */
+#define TIER_PARAMS_U(X)                                                         \
+	X(target_max_bytes, BYTES, 1ull << 30, 0, UINT64_MAX)                    \
+	X(target_max_objects, U64, 0, 0, UINT64_MAX)                             \
+	X(cache_min_flush_age, MS, 0, 0, 86400000ull)                            \
+	X(cache_min_evict_age, MS, 0, 0, 86400000ull)                            \
+	X(hit_set_count, U64, 4, 1, 64)                                          \
+	X(hit_set_period, MS, 60000, 100, 86400000ull)                           \
+	X(min_read_recency_for_promote, U64, 1, 0, 64)                           \
+	X(min_write_recency_for_promote, U64, 1, 0, 64)                          \
+	X(hit_set_grade_decay_rate, U64, 20, 0, 100)                             \
+	X(hit_set_search_last_n, U64, 1, 0, 64)                                  \
+	X(promote_max_bytes_sec, BYTES, 0, 0, UINT64_MAX)                        \
+	X(promote_max_objects_sec, U64, 0, 0, UINT64_MAX)                        \
+	X(agent_max_ops, U64, 4, 1, 1024)                                        \
+	X(agent_max_low_ops, U64, 2, 1, 1024)                                    \
+	X(object_size, BYTES, 4ull << 20, 4096, 64ull << 20)                     \
+	X(extent_size, BYTES, 4096, 512, 4ull << 20)
+
+#define TIER_PARAMS_D(X)                                                         \
+	X(cache_target_dirty_ratio, RATIO, 0.4, 0.0, 1.0)                        \
+	X(cache_target_dirty_high_ratio, RATIO, 0.6, 0.0, 1.0)                   \
+	X(cache_target_full_ratio, RATIO, 0.8, 0.0, 1.0)                         \
+	X(hit_set_fpp, RATIO, 0.05, 0.000001, 0.5)
+
+struct tier_params {
+	enum tier_cache_mode cache_mode;
+	enum tier_granularity promote_granularity;
+	enum tier_evict_policy evict_policy;
+#define TIER_P_FIELD_U(name, kind, def, lo, hi) uint64_t name;
+#define TIER_P_FIELD_D(name, kind, def, lo, hi) double name;
+	TIER_PARAMS_U(TIER_P_FIELD_U)
+	TIER_PARAMS_D(TIER_P_FIELD_D)
+#undef TIER_P_FIELD_U
+#undef TIER_P_FIELD_D
+};
+
+/* Fill with defaults. */
+void tier_params_default(struct tier_params *p);
+
+/*
+ * Set one key from its text value ("4M", "600s", "0.4", "writeback").
+ * Returns 0, -ENOENT for an unknown key, -EINVAL/-ERANGE for a bad value;
+ * on error writes a message naming the allowed range into err.
+ * Does not check cross-field rules (see tier_params_check).
+ */
+int tier_params_set(struct tier_params *p, const char *key, const char *value,
+		    char *err, size_t errlen);
+/* Current value of key as text. -ENOENT for an unknown key. */
+int tier_params_get(const struct tier_params *p, const char *key, char *out, size_t outlen);
+/* Cross-field rules (dirty <= dirty_high, object_size a multiple of extent_size, ...). */
+int tier_params_check(const struct tier_params *p, char *err, size_t errlen);
+/* Visit every key in table order; value as text. */
+void tier_params_foreach(const struct tier_params *p,
+			 void (*fn)(void *arg, const char *key, const char *value),
+			 void *arg);
+/* Whether a key can change on a running engine (object_size/extent_size cannot). */
+int tier_params_is_live(const char *key);
+
+/* Unit parsers shared by the config loader. 0 or -EINVAL/-ERANGE. */
+int tier_parse_bytes(const char *s, uint64_t *out);    /* 10G, 4096, 4K, 1.5M */
+int tier_parse_ms(const char *s, uint64_t *out);       /* 600 (bare = seconds, as Ceph), 500ms, 10s, 5m, 1h */
+int tier_parse_u64(const char *s, uint64_t *out);
+int tier_parse_bool(const char *s, int *out);          /* true/false/yes/no/on/off/1/0 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

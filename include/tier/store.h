@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tier/store.h - the object-store seam.
+ *
+ * Every byte tierd keeps goes through this interface: one store instance is
+ * one pool (base or cache) of one backend (mem, local, rados).  The engine
+ * fills a struct tier_store_op, calls tier_store_submit(), and later gets the
+ * op's callback on the thread that drains the store's completion queue
+ * (struct tier_cq).  Backends never call back directly: they finish an op with
+ * tier__store_complete(), which pushes it onto the queue and wakes the owner.
+ *
+ * Objects: a byte array (sparse; reads past the end return zeros) plus an
+ * optional opaque metadata blob ("tier.meta", <= TIER_META_MAX bytes) and a
+ * 64-bit version stored with it.  Version 0 means "no version set".
+ * Guards: TIER_STORE_F_GUARD makes an op fail with -ECANCELED, changing
+ * nothing, unless the object exists and its version == expect_version;
+ * TIER_STORE_F_EXCL makes it fail with -EEXIST unless the object is absent.
+ */
+#ifndef TIER_STORE_H
+#define TIER_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIER_OID_MAX  128  /* including the NUL */
+#define TIER_META_MAX 4096
+
+enum tier_store_opcode {
+	TIER_STORE_READ = 1, /* [off, off+len) -> buf; result = len (zero-filled past EOF) */
+	TIER_STORE_WRITE,    /* buf -> [off, off+len); creates; meta with F_META */
+	TIER_STORE_ZERO,     /* zero [off, off+len) (may deallocate); meta with F_META */
+	TIER_STORE_SETMETA,  /* set meta+version; object must exist unless F_CREATE */
+	TIER_STORE_REMOVE,   /* delete object; -ENOENT if absent */
+	TIER_STORE_STAT,     /* size, version, mtime; meta into meta_buf if given */
+	TIER_STORE_LIST,     /* names starting with prefix -> names/n_names */
+	TIER_STORE_OPCODE_MAX
+};
+
+enum {
+	TIER_STORE_F_FUA    = 1u << 0, /* durable (fdatasync) before completion */
+	TIER_STORE_F_GUARD  = 1u << 1, /* require version == expect_version */
+	TIER_STORE_F_EXCL   = 1u << 2, /* require object absent */
+	TIER_STORE_F_META   = 1u << 3, /* also store meta/meta_len and version */
+	TIER_STORE_F_CREATE = 1u << 4, /* SETMETA: create an empty object if absent */
+};
+
+struct tier_store;
+struct tier_store_op;
+struct tier_cq;
+
+typedef void (*tier_store_cb)(struct tier_store_op *op);
+
+/*
+ * One operation.  Owned by the caller from submit until its callback returns;
+ * the store never frees it.  Fill the "in" part, zero the rest.
+ */
+struct tier_store_op {
+	/* in */
+	enum tier_store_opcode opcode;
+	uint32_t flags;
+	char oid[TIER_OID_MAX];
+	uint64_t off, len;
+	void *buf;                  /* READ: destination; WRITE: source */
+	const void *meta;           /* with F_META: new metadata blob */
+	uint32_t meta_len;
+	/*
+	 * Optional, WRITE/ZERO with F_META: metadata a backend without atomic
+	 * data+xattr writes (local) makes durable *before* touching data, so a
+	 * crash between the two leaves pre_meta, never the old meta, with the
+	 * new data.  Atomic backends ignore it.
+	 */
+	const void *pre_meta;
+	uint32_t pre_meta_len;
+	uint64_t version;           /* with F_META: version to store */
+	uint64_t expect_version;    /* with F_GUARD */
+	void *meta_buf;             /* STAT: where to copy meta, may be NULL */
+	uint32_t meta_cap;
+	const char *prefix;         /* LIST */
+	tier_store_cb cb;
+	void *priv;
+
+	/* out, valid in the callback */
+	int result;                 /* >= 0 success (READ/WRITE: bytes), -errno */
+	uint64_t obj_size;          /* STAT */
+	uint64_t obj_version;       /* STAT */
+	uint64_t obj_mtime_ns;      /* STAT: CLOCK_REALTIME ns */
+	uint32_t meta_len_out;      /* STAT: bytes of meta (0 = none) */
+	char **names;               /* LIST: free with tier_store_list_free() */
+	size_t n_names;
+
+	/* private to the store layer */
+	struct tier_store_op *q_next;
+	struct tier_store *store;
+	uint64_t t_submit_ns;
+	uint64_t seq;
+};
+
+/* ---- completion queue: the hand-off from backend threads to the owner ---- */
+
+/*
+ * notify(arg) is called from any thread when the queue goes from empty to
+ * non-empty (uv_async_send in the daemon).  It may be NULL: then the owner
+ * polls with tier_cq_wait().
+ */
+int tier_cq_create(void (*notify)(void *arg), void *arg, struct tier_cq **out);
+void tier_cq_destroy(struct tier_cq *cq);           /* NULL ok; queue must be empty */
+/* Run the callbacks of every queued op on the calling thread; returns how many. */
+size_t tier_cq_drain(struct tier_cq *cq);
+/* Block until the queue is non-empty or timeout_ms passes (-1 = forever).
+ * Returns 1 if non-empty, 0 on timeout. */
+int tier_cq_wait(struct tier_cq *cq, int timeout_ms);
+/* Push from any thread.  Backends use tier__store_complete() instead. */
+void tier__cq_push(struct tier_cq *cq, struct tier_store_op *op);
+
+/* ---- backends ---- */
+
+/*
+ * The table every backend implements.  Opens with its size, grows only at the
+ * end; ops may be NULL (then the wrapper fails them with -ENOTSUP, except
+ * zero which it emulates with a write of zeros).  Each op returns 0 once it
+ * has taken the op (and will call tier__store_complete exactly once, from any
+ * thread) or -errno if it refuses it synchronously (then it must not complete
+ * it).  The wrapper has already validated the op.
+ */
+struct tier_store_ops {
+	size_t size;
+	const char *name;
+	int (*read)(void *be, struct tier_store_op *op);
+	int (*write)(void *be, struct tier_store_op *op);
+	int (*zero)(void *be, struct tier_store_op *op);
+	int (*setmeta)(void *be, struct tier_store_op *op);
+	int (*remove)(void *be, struct tier_store_op *op);
+	int (*stat)(void *be, struct tier_store_op *op);
+	int (*list)(void *be, struct tier_store_op *op);
+	void (*destroy)(void *be);   /* after all ops completed */
+};
+
+/* Wrap a backend; takes ownership of be (ops->destroy frees it). */
+int tier_store_create(const struct tier_store_ops *ops, void *be,
+		      const char *pool_name, struct tier_cq *cq,
+		      struct tier_store **out);
+/* @pre no op in flight.  NULL ok. */
+void tier_store_destroy(struct tier_store *st);
+
+/*
+ * Submit an op.  Returns 0: the callback will run (from tier_cq_drain), also
+ * for errors found later.  Returns -EINVAL (bad op: no cb, empty/too long oid,
+ * len 0 for READ/WRITE/ZERO, meta_len > TIER_META_MAX, F_META without meta
+ * on SETMETA, ...): the callback will NOT run.  Injected faults and backend
+ * refusals are delivered through the callback, never as a return value.
+ */
+int tier_store_submit(struct tier_store *st, struct tier_store_op *op);
+
+/* Backend side: finish an op (any thread). */
+void tier__store_complete(struct tier_store_op *op, int result);
+
+const char *tier_store_pool_name(const struct tier_store *st);
+const char *tier_store_backend_name(const struct tier_store *st);
+void tier_store_list_free(char **names, size_t n);
+/* Number of ops submitted and not yet completed (owner thread only). */
+uint64_t tier_store_in_flight(const struct tier_store *st);
+
+/* ---- per-pool counters ---- */
+struct tier_store_stats {
+	uint64_t ops[TIER_STORE_OPCODE_MAX];
+	uint64_t bytes[TIER_STORE_OPCODE_MAX]; /* READ/WRITE/ZERO lengths */
+	uint64_t errors[TIER_STORE_OPCODE_MAX];
+	uint64_t faults_injected;
+	uint64_t lat_sum_ns[TIER_STORE_OPCODE_MAX];
+};
+void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *out);
+const char *tier_store_opcode_name(enum tier_store_opcode op);
+
+/* ---- fault injection (tests, chaos drills) ---- */
+struct tier_store_fault {
+	uint32_t opcode_mask;   /* bit (1 << opcode); 0 = every opcode */
+	uint64_t fail_nth;      /* fail the Nth matching op from now (1-based), 0 = off */
+	double fail_fraction;   /* fail this fraction of matching ops, 0 = off */
+	int err;                /* positive errno to fail with (default EIO) */
+	/*
+	 * Crash model: after stop_after more matching ops have been taken,
+	 * every later op of this store fails with -EIO without reaching the
+	 * backend, as if the process had died at that point.  0 = off.
+	 */
+	uint64_t stop_after;
+	uint32_t add_latency_us; /* threaded backends: delay each completion */
+	uint64_t seed;          /* for fail_fraction */
+};
+/* Replace the store's fault settings (NULL clears them). */
+void tier_store_set_fault(struct tier_store *st, const struct tier_store_fault *f);
+
+/* ---- the device model (local backend in real time, mem backend in virtual time) ---- */
+struct tier_devmodel_params {
+	uint32_t read_latency_us;
+	uint32_t write_latency_us;
+	uint64_t bandwidth;     /* bytes per second, shared by all ops; 0 = unlimited */
+	uint32_t queue_depth;   /* ops served at once; 0 = unlimited */
+};
+/* "hdd", "ssd" or "none" -> params; -EINVAL for anything else. */
+int tier_devmodel_profile(const char *name, struct tier_devmodel_params *out);
+
+struct tier_devmodel;   /* thread-safe */
+int tier_devmodel_create(const struct tier_devmodel_params *p, struct tier_devmodel **out);
+void tier_devmodel_destroy(struct tier_devmodel *dm);
+bool tier_devmodel_is_null(const struct tier_devmodel *dm);
+/*
+ * An op of `bytes` arriving at arrive_ns: returns when it completes.
+ * Service = latency + bytes / bandwidth; queue_depth ops overlap their
+ * latency, the bandwidth is one shared channel.  Documented in docs/DEVICE-MODEL.md.
+ */
+uint64_t tier_devmodel_schedule(struct tier_devmodel *dm, uint64_t arrive_ns,
+				bool is_write, uint64_t bytes);
+
+/* ---- backends' constructors ---- */
+
+struct tier_mem_opts {
+	struct tier_devmodel_params model;   /* all zero = complete at once */
+	/* Virtual time: when set, ops complete only through tier_store_mem_advance(). */
+	bool virtual_time;
+};
+/* A fresh empty in-RAM pool.  Single-threaded: submit and drain on one thread. */
+int tier_store_mem_create(const char *pool_name, const struct tier_mem_opts *o,
+			  struct tier_cq *cq, struct tier_store **out);
+/* Virtual time: complete every op due at or before now_ns.  Returns how many. */
+size_t tier_store_mem_advance(struct tier_store *st, uint64_t now_ns);
+/* Virtual time: due time of the earliest pending op, UINT64_MAX if none. */
+uint64_t tier_store_mem_next_due(const struct tier_store *st);
+/* Tests: number of objects and total bytes held. */
+void tier_store_mem_usage(const struct tier_store *st, uint64_t *objects, uint64_t *bytes);
+
+struct tier_local_opts {
+	const char *dir;                     /* the pool's directory; created if missing */
+	struct tier_devmodel_params model;   /* all zero = real disk speed */
+	bool direct_io;                      /* O_DIRECT where aligned, else buffered */
+	unsigned workers;                    /* I/O threads, 0 = default (4) */
+	/*
+	 * Tests only: crash simulation.  When > 0, the store performs that many
+	 * durable steps (meta write, data write, ...) and then stops dead: the
+	 * op in progress and every later one fail with -EIO with nothing more
+	 * written.
+	 */
+	uint64_t crash_after_steps;
+};
+int tier_store_local_create(const char *pool_name, const struct tier_local_opts *o,
+			    struct tier_cq *cq, struct tier_store **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIER_STORE_H */
