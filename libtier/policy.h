@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/policy.h (internal) - pluggable eviction order.  A policy tracks
+ * the cached objects by 64-bit key and hands the agent candidates, coldest
+ * first.  It never touches the store; the engine calls it on the loop thread.
+ */
+#ifndef TIER_POLICY_H
+#define TIER_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tier/params.h"
+
+struct tier__hitsets;
+struct tier__policy;
+
+struct tier__policy_ops {
+	const char *name;
+	void (*destroy)(struct tier__policy *p);
+	void (*insert)(struct tier__policy *p, uint64_t key, uint64_t now_ms);  /* entered the cache */
+	void (*access)(struct tier__policy *p, uint64_t key, uint64_t now_ms);  /* read/write hit */
+	void (*remove)(struct tier__policy *p, uint64_t key);                   /* left the cache */
+	/*
+	 * Up to max candidate keys, coldest first, skipping keys for which
+	 * want(arg, key) is false (e.g. dirty objects when evicting, clean
+	 * when flushing, objects too young).  May reorder internal queues.
+	 */
+	size_t (*coldest)(struct tier__policy *p, uint64_t *keys, size_t max,
+			  bool (*want)(void *arg, uint64_t key), void *arg);
+	/* Whether the policy would admit a new object now (ghost/frequency hints);
+	 * may be NULL = always. */
+	bool (*admit)(struct tier__policy *p, uint64_t key);
+};
+
+struct tier__policy {
+	const struct tier__policy_ops *ops;
+};
+
+/* hitset: Ceph's temperature over an LRU; hs is borrowed (owned by the engine). */
+int tier__policy_hitset_create(const struct tier__hitsets *hs, const struct tier_params *prm,
+			       struct tier__policy **out);
+/* S3-FIFO (small FIFO 10%, main FIFO, ghost queue); capacity in objects. */
+int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **out);
+int tier__policy_create(enum tier_evict_policy which, const struct tier__hitsets *hs,
+			const struct tier_params *prm, uint64_t capacity_objects,
+			struct tier__policy **out);
+void tier__policy_destroy(struct tier__policy *p);   /* NULL ok */
+#endif
