@@ -77,6 +77,8 @@ int tier_image_ready(const struct tier_image *img);
 /* @pre no request in flight on it. NULL ok. */
 void tier_image_close(struct tier_image *img);
 struct tier_image *tier_engine_find_image(struct tier_engine *e, const char *name);
+/* Fill up to max images (open order); returns how many are open. */
+size_t tier_engine_images(struct tier_engine *e, struct tier_image **arr, size_t max);
 const char *tier_image_name(const struct tier_image *img);
 uint64_t tier_image_size(const struct tier_image *img);
 

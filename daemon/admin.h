@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/admin.h - the admin socket: a unix socket (mode 0600), one command
+ * per line, one JSON answer per command.  Runs on the daemon's libuv loop.
+ */
+#ifndef TIERD_ADMIN_H
+#define TIERD_ADMIN_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "daemon/config.h"
+#include "tier/engine.h"
+
+/* What the admin socket needs from the daemon; all called on the loop thread. */
+struct tierd_admin_hooks {
+	void *arg;
+	struct tier_engine *(*engine)(void *arg);
+	const struct tierd_config *(*config)(void *arg);
+	/* Re-read the config file as SIGHUP does; 0 or -errno with a message. */
+	int (*reload)(void *arg, char *err, size_t errlen);
+	/* Apply new tier params (after `config set`); 0 or -errno with a message. */
+	int (*set_params)(void *arg, const struct tier_params *p, char *err, size_t errlen);
+};
+
+struct tierd_admin;
+
+/* Listen on path (replacing a stale socket). -errno on failure. */
+int tierd_admin_start(uv_loop_t *loop, const char *path,
+		      const struct tierd_admin_hooks *hooks, struct tierd_admin **out);
+/* Close the listener and every admin connection; frees after the close callbacks. */
+void tierd_admin_stop(struct tierd_admin *a);
+
+#endif
