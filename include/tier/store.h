@@ -121,8 +121,7 @@ void tier__cq_push(struct tier_cq *cq, struct tier_store_op *op);
 
 /*
  * The table every backend implements.  Opens with its size, grows only at the
- * end; ops may be NULL (then the wrapper fails them with -ENOTSUP, except
- * zero which it emulates with a write of zeros).  Each op returns 0 once it
+ * end; ops may be NULL (then the wrapper fails them with -ENOTSUP).  Each op returns 0 once it
  * has taken the op (and will call tier__store_complete exactly once, from any
  * thread) or -errno if it refuses it synchronously (then it must not complete
  * it).  The wrapper has already validated the op.
@@ -188,7 +187,7 @@ struct tier_store_fault {
 	 * backend, as if the process had died at that point.  0 = off.
 	 */
 	uint64_t stop_after;
-	uint32_t add_latency_us; /* threaded backends: delay each completion */
+	uint32_t add_latency_us; /* delay each completion: local sleeps it, mem adds it in virtual time */
 	uint64_t seed;          /* for fail_fraction */
 };
 /* Replace the store's fault settings (NULL clears them). */
@@ -219,7 +218,9 @@ uint64_t tier_devmodel_schedule(struct tier_devmodel *dm, uint64_t arrive_ns,
 /* ---- backends' constructors ---- */
 
 struct tier_mem_opts {
-	struct tier_devmodel_params model;   /* all zero = complete at once */
+	struct tier_devmodel_params model;   /* used in virtual time only */
+	/* Keep sizes and metadata but not the bytes (reads return zeros): tier-sim. */
+	bool no_data;
 	/* Virtual time: when set, ops complete only through tier_store_mem_advance(). */
 	bool virtual_time;
 };

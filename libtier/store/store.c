@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/store/store.c - the one seam between the engine and every object
+ * store.  It validates ops, counts ops and bytes per pool, and hosts fault
+ * injection, so backends stay small and faults can be injected under any of
+ * them.  It never interprets metadata and never completes an op on a foreign
+ * thread: completions always travel through the store's tier_cq.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tier/store.h"
+#include "store_internal.h"
+
+struct tier_store {
+	const struct tier_store_ops *ops;
+	void *be;
+	char *pool;
+	struct tier_cq *cq;
+	struct tier_store_stats stats;
+	uint64_t in_flight;
+	uint64_t seq;
+	struct tier_store_fault fault;
+	uint64_t fault_matched;    /* matching ops seen since the fault was set */
+	uint64_t fault_taken;      /* matching ops let through, for stop_after */
+	int stopped;               /* crash model tripped */
+	uint64_t rng;
+};
+
+uint64_t tier__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tier__realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tier__hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+
+	while (*s) {
+		h ^= (unsigned char)*s++;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static const char *const opcode_names[TIER_STORE_OPCODE_MAX] = {
+	[TIER_STORE_READ] = "read",       [TIER_STORE_WRITE] = "write",
+	[TIER_STORE_ZERO] = "zero",       [TIER_STORE_SETMETA] = "setmeta",
+	[TIER_STORE_REMOVE] = "remove",   [TIER_STORE_STAT] = "stat",
+	[TIER_STORE_LIST] = "list",
+};
+
+const char *tier_store_opcode_name(enum tier_store_opcode op)
+{
+	if ((int)op <= 0 || op >= TIER_STORE_OPCODE_MAX)
+		return "invalid";
+	return opcode_names[op];
+}
+
+int tier_store_create(const struct tier_store_ops *ops, void *be,
+		      const char *pool_name, struct tier_cq *cq,
+		      struct tier_store **out)
+{
+	struct tier_store *st = NULL;
+
+	*out = NULL;
+	if (!ops || ops->size < sizeof(size_t) || !cq || !pool_name)
+		return -EINVAL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->pool = strdup(pool_name);
+	if (!st->pool) {
+		free(st);
+		return -ENOMEM;
+	}
+	st->ops = ops;
+	st->be = be;
+	st->cq = cq;
+	st->rng = 0x9e3779b97f4a7c15ull;
+	*out = st;
+	return 0;
+}
+
+void tier_store_destroy(struct tier_store *st)
+{
+	if (!st)
+		return;
+	if (st->ops->destroy)
+		st->ops->destroy(st->be);
+	free(st->pool);
+	free(st);
+}
+
+const char *tier_store_pool_name(const struct tier_store *st)
+{
+	return st->pool;
+}
+
+const char *tier_store_backend_name(const struct tier_store *st)
+{
+	return st->ops->name ? st->ops->name : "unknown";
+}
+
+uint64_t tier_store_in_flight(const struct tier_store *st)
+{
+	return st->in_flight;
+}
+
+void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *out)
+{
+	*out = st->stats;
+}
+
+void tier_store_list_free(char **names, size_t n)
+{
+	if (!names)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+void tier_store_set_fault(struct tier_store *st, const struct tier_store_fault *f)
+{
+	memset(&st->fault, 0, sizeof(st->fault));
+	if (f)
+		st->fault = *f;
+	st->fault_matched = 0;
+	st->fault_taken = 0;
+	st->stopped = 0;
+	st->rng = f && f->seed ? f->seed : 0x9e3779b97f4a7c15ull;
+}
+
+void *tier__store_backend(const struct tier_store *st)
+{
+	return st->be;
+}
+
+uint32_t tier__store_added_latency_us(const struct tier_store *st)
+{
+	return st->fault.add_latency_us;
+}
+
+static int op_valid(const struct tier_store_op *op)
+{
+	size_t oidlen;
+
+	if (!op->cb || (int)op->opcode <= 0 || op->opcode >= TIER_STORE_OPCODE_MAX)
+		return 0;
+	if (op->opcode != TIER_STORE_LIST) {
+		oidlen = strnlen(op->oid, TIER_OID_MAX);
+		if (oidlen == 0 || oidlen == TIER_OID_MAX)
+			return 0;
+	} else if (!op->prefix) {
+		return 0;
+	}
+	if ((op->flags & TIER_STORE_F_GUARD) && (op->flags & TIER_STORE_F_EXCL))
+		return 0;
+	if (op->meta_len > TIER_META_MAX || op->pre_meta_len > TIER_META_MAX)
+		return 0;
+	if ((op->meta_len && !op->meta) || (op->pre_meta_len && !op->pre_meta))
+		return 0;
+	switch (op->opcode) {
+	case TIER_STORE_READ:
+	case TIER_STORE_WRITE:
+		if (!op->buf)
+			return 0;
+		/* fall through */
+	case TIER_STORE_ZERO:
+		if (op->len == 0 || op->off + op->len < op->off)
+			return 0;
+		break;
+	case TIER_STORE_SETMETA:
+		if (!(op->flags & TIER_STORE_F_META))
+			return 0;
+		break;
+	default:
+		break;
+	}
+	return 1;
+}
+
+/* xorshift64*: deterministic per seed, good enough for "fail 1% of ops" */
+static double fault_rand(struct tier_store *st)
+{
+	st->rng ^= st->rng >> 12;
+	st->rng ^= st->rng << 25;
+	st->rng ^= st->rng >> 27;
+	return (double)((st->rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* 0 to let the op through, or the -errno to fail it with. */
+static int fault_check(struct tier_store *st, const struct tier_store_op *op)
+{
+	const struct tier_store_fault *f = &st->fault;
+	int err = f->err > 0 ? f->err : EIO;
+
+	if (st->stopped)
+		return -EIO;
+	if (f->opcode_mask && !(f->opcode_mask & (1u << op->opcode)))
+		return 0;
+	st->fault_matched++;
+	if (f->stop_after) {
+		if (st->fault_taken >= f->stop_after) {
+			st->stopped = 1;
+			return -EIO;
+		}
+		st->fault_taken++;
+	}
+	if (f->fail_nth && st->fault_matched == f->fail_nth)
+		return -err;
+	if (f->fail_fraction > 0 && fault_rand(st) < f->fail_fraction)
+		return -err;
+	return 0;
+}
+
+int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
+{
+	int (*fn)(void *, struct tier_store_op *) = NULL;
+	int rc;
+
+	if (!st || !op || !op_valid(op))
+		return -EINVAL;
+	op->store = st;
+	op->result = 0;
+	op->obj_size = op->obj_version = op->obj_mtime_ns = 0;
+	op->meta_len_out = 0;
+	op->names = NULL;
+	op->n_names = 0;
+	op->q_next = NULL;
+	op->seq = ++st->seq;
+	op->t_submit_ns = tier__now_ns();
+	st->in_flight++;
+	st->stats.ops[op->opcode]++;
+	if (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_WRITE ||
+	    op->opcode == TIER_STORE_ZERO)
+		st->stats.bytes[op->opcode] += op->len;
+
+	rc = fault_check(st, op);
+	if (rc < 0) {
+		st->stats.faults_injected++;
+		tier__store_complete(op, rc);
+		return 0;
+	}
+	switch (op->opcode) {
+	case TIER_STORE_READ:    fn = st->ops->read; break;
+	case TIER_STORE_WRITE:   fn = st->ops->write; break;
+	case TIER_STORE_ZERO:    fn = st->ops->zero; break;
+	case TIER_STORE_SETMETA: fn = st->ops->setmeta; break;
+	case TIER_STORE_REMOVE:  fn = st->ops->remove; break;
+	case TIER_STORE_STAT:    fn = st->ops->stat; break;
+	case TIER_STORE_LIST:    fn = st->ops->list; break;
+	default: break;
+	}
+	if (!fn) {
+		tier__store_complete(op, -ENOTSUP);
+		return 0;
+	}
+	rc = fn(st->be, op);
+	if (rc < 0)
+		tier__store_complete(op, rc);
+	return 0;
+}
+
+void tier__store_complete(struct tier_store_op *op, int result)
+{
+	op->result = result;
+	tier__cq_push(op->store->cq, op);
+}
+
+void tier__store_finish(struct tier_store_op *op)
+{
+	struct tier_store *st = op->store;
+
+	if (!st)
+		return;
+	st->in_flight--;
+	if (op->result < 0)
+		st->stats.errors[op->opcode]++;
+	st->stats.lat_sum_ns[op->opcode] += tier__now_ns() - op->t_submit_ns;
+}
