@@ -1,0 +1,38 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Runs every tierd test on a fresh Debian 12 machine: installs what is needed,
+# builds with -Werror and ASan/UBSan, runs the unit and integration suites,
+# then starts a throw-away single-node Ceph cluster, runs the ceph suite
+# against it and stops it again (also on failure).
+#
+# Usage: deploy/test.sh [BUILD_DIR]       (default build-test)
+# Env:   TIER_TEST_SKIP_CEPH=1 runs without the ceph suite (says so loudly).
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+build=${1:-build-test}
+
+deploy/install-deps.sh
+
+if [ ! -d "$build" ]; then
+	meson setup "$build" -Dwerror=true -Db_sanitize=address,undefined \
+		-Drados=enabled
+fi
+ninja -C "$build"
+
+# ASan: report leaks and stop at the first error; UBSan: fail on any report.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+meson test -C "$build" --suite unit --print-errorlogs
+meson test -C "$build" --suite integration --print-errorlogs
+
+if [ "${TIER_TEST_SKIP_CEPH:-0}" = 1 ]; then
+	echo "test.sh: TIER_TEST_SKIP_CEPH=1: the ceph suite was NOT run"
+	exit 0
+fi
+if [ -x deploy/ceph-test.sh ]; then
+	deploy/ceph-test.sh "$build"
+else
+	echo "test.sh: no ceph suite yet (deploy/ceph-test.sh missing)"
+fi
