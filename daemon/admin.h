@@ -21,6 +21,9 @@ struct tierd_admin_hooks {
 	int (*reload)(void *arg, char *err, size_t errlen);
 	/* Apply new tier params (after `config set`); 0 or -errno with a message. */
 	int (*set_params)(void *arg, const struct tier_params *p, char *err, size_t errlen);
+	/* Optional (NULL = none): the base (which 0) or cache (1) store, for the
+	 * per-pool counters in `perf dump`. */
+	struct tier_store *(*store)(void *arg, int which);
 };
 
 struct tierd_admin;

@@ -1,0 +1,745 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/main.c - tierd: wires the config, the stores, the engine, the NBD
+ * server and the admin socket onto one libuv loop, and owns the process
+ * lifecycle (start-up, sd_notify, SIGHUP reload, SIGTERM drain).  It decides
+ * when the daemon is ready, what a reload may change live, and how long a
+ * shutdown may wait for in-flight requests.  It must never touch engine state
+ * from another thread (store completions arrive through the cq + uv_async),
+ * never half-apply a reload that failed to parse, and never exit 0 while an
+ * acknowledged request could still be lost.
+ */
+#include <config.h>   /* generated: HAVE_RADOS, HAVE_SYSTEMD, TIER_VERSION */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#if HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "daemon/admin.h"
+#include "daemon/config.h"
+#include "daemon/nbd.h"
+#include "tier/engine.h"
+#include "tier/store.h"
+#if HAVE_RADOS
+#include "tier/rados.h"
+#endif
+
+#define TIERD_DRAIN_TIMEOUT_MS 30000
+#define TIERD_DEFAULT_LISTEN   "127.0.0.1:10809"
+
+struct tierd {
+	uv_loop_t loop;
+	struct tierd_config *cfg;
+	int log_level;
+	bool journal;                 /* stderr goes to journald: use <N> prefixes */
+	struct tier_cq *cq;
+	uv_async_t cq_async;
+	uv_timer_t tick_timer, watchdog_timer, drain_timer;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	struct tier_store *base, *cache;
+	struct tier_engine *engine;
+	struct nbd_server *nbd;
+	struct tierd_admin *admin;
+	int lock_fd;
+	bool ready_sent, stopping, nbd_drained, finished;
+	int exit_code;
+#if HAVE_RADOS
+	struct tier_rados *rados;
+	struct tier_rbd_image rbd[TIERD_MAX_IMAGES];
+	size_t n_rbd;
+#endif
+};
+
+/* ---- logging and sd_notify ---- */
+
+static void tierd_log_cb(void *arg, enum tier_log_level lvl, const char *msg)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	static const int prio[] = { 3, 4, 6, 7 };   /* syslog levels for journald */
+	const struct tierd *d = arg;
+	unsigned l = (unsigned)lvl > TIER_LOG_DEBUG ? TIER_LOG_DEBUG : (unsigned)lvl;
+
+	if ((int)lvl > d->log_level)
+		return;
+	if (d->journal)
+		fprintf(stderr, "<%d>%s\n", prio[l], msg);
+	else
+		fprintf(stderr, "tierd: %s: %s\n", names[l], msg);
+}
+
+static void tlog(struct tierd *d, enum tier_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void tlog(struct tierd *d, enum tier_log_level lvl, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	tierd_log_cb(d, lvl, msg);
+}
+
+static void notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void notify(const char *fmt, ...)
+{
+#if HAVE_SYSTEMD
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sd_notify(0, msg);
+#else
+	(void)fmt;
+#endif
+}
+
+/* ---- the lock: one tierd per data_dir (local backend) ---- */
+
+static int take_lock(struct tierd *d)
+{
+	char path[4096], holder[32] = "";
+	ssize_t n;
+	int fd;
+
+	if (mkdir(d->cfg->data_dir, 0750) < 0 && errno != EEXIST) {
+		tlog(d, TIER_LOG_ERROR, "cannot create data_dir %s: %s",
+		     d->cfg->data_dir, strerror(errno));
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/tierd.lock", d->cfg->data_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		tlog(d, TIER_LOG_ERROR, "cannot open %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		n = pread(fd, holder, sizeof(holder) - 1, 0);
+		holder[n > 0 ? n : 0] = 0;
+		holder[strcspn(holder, "\n")] = 0;
+		tlog(d, TIER_LOG_ERROR, "%s is in use by another tierd (pid %s): %s",
+		     d->cfg->data_dir, holder[0] ? holder : "unknown", strerror(err));
+		close(fd);
+		return -EBUSY;
+	}
+	n = snprintf(holder, sizeof(holder), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, holder, (size_t)n, 0) != n)
+		tlog(d, TIER_LOG_WARN, "cannot record pid in %s", path);
+	d->lock_fd = fd;
+	return 0;
+}
+
+/* ---- stores ---- */
+
+static void cq_notify(void *arg)
+{
+	uv_async_send(arg);   /* any thread; sends coalesce */
+}
+
+static int create_local_stores(struct tierd *d)
+{
+	const struct tierd_config *c = d->cfg;
+	struct tier_local_opts o = { 0 };
+	char dir[4096];
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/base", c->data_dir);
+	o.dir = dir;
+	o.model = c->base_model;
+	o.direct_io = c->direct_io;
+	rc = tier_store_local_create("base", &o, d->cq, &d->base);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "base pool %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	snprintf(dir, sizeof(dir), "%s/cache", c->data_dir);
+	o.model = c->cache_model;
+	rc = tier_store_local_create("cache", &o, d->cq, &d->cache);
+	if (rc < 0)
+		tlog(d, TIER_LOG_ERROR, "cache pool %s: %s", dir, strerror(-rc));
+	return rc;
+}
+
+static int create_rados_stores(struct tierd *d)
+{
+#if HAVE_RADOS
+	const struct tierd_config *c = d->cfg;
+	struct tier_rados_opts o = {
+		.conf = c->rados_conf,
+		.client_name = c->rados_client_name,
+		.keyring = c->rados_keyring,
+		.op_timeout_ms = c->rados_op_timeout_ms,
+	};
+	char err[512] = "";
+	int rc;
+
+	rc = tier_rados_connect(&o, &d->rados, err, sizeof(err));
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "rados: %s", err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	rc = tier_store_rados_create(d->rados, c->rados_base_pool, c->rados_base_ns,
+				     d->cq, &d->base);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "rados base pool %s: %s", c->rados_base_pool,
+		     strerror(-rc));
+		return rc;
+	}
+	rc = tier_store_rados_create(d->rados, c->rados_cache_pool, c->rados_cache_ns,
+				     d->cq, &d->cache);
+	if (rc < 0)
+		tlog(d, TIER_LOG_ERROR, "rados cache pool %s: %s", c->rados_cache_pool,
+		     strerror(-rc));
+	return rc;
+#else
+	tlog(d, TIER_LOG_ERROR, "backend = rados, but tierd was built without rados "
+	     "(install librados-dev and rebuild)");
+	return -ENOTSUP;
+#endif
+}
+
+/* ---- images ---- */
+
+static int open_image(struct tierd *d, const struct tierd_image_cfg *ic)
+{
+	struct tier_image_opts o = { .name = ic->name, .read_only = ic->read_only };
+	char prefix[TIER_OID_MAX];
+	struct tier_image *img = NULL;
+	int rc;
+
+	if (d->cfg->backend == TIERD_BACKEND_LOCAL) {
+		snprintf(prefix, sizeof(prefix), "rbd_data.%s", ic->name);
+		o.object_prefix = prefix;
+		o.size = ic->size;
+	} else {
+#if HAVE_RADOS
+		struct tier_rbd_image *rb = &d->rbd[d->n_rbd];
+		const char *rname = ic->rbd_image ? ic->rbd_image : ic->name;
+		uint64_t osz = tier_engine_params(d->engine)->object_size;
+		char err[512] = "";
+
+		if (d->n_rbd >= TIERD_MAX_IMAGES)
+			return -ENOSPC;
+		rc = tier_rbd_open(d->rados, d->cfg->rados_base_pool, rname, rb, err, sizeof(err));
+		if (rc < 0) {
+			tlog(d, TIER_LOG_ERROR, "image %s (rbd %s): %s", ic->name, rname,
+			     err[0] ? err : strerror(-rc));
+			return rc;
+		}
+		if ((1ull << rb->order) != osz) {
+			tlog(d, TIER_LOG_ERROR, "image %s: rbd object size %llu (order %u) differs "
+			     "from [tier] object_size %llu", ic->name,
+			     1ull << rb->order, rb->order, (unsigned long long)osz);
+			tier_rbd_close(d->rados, d->cfg->rados_base_pool, rb);
+			return -EINVAL;
+		}
+		d->n_rbd++;
+		o.object_prefix = rb->object_prefix;
+		o.size = rb->size;
+#else
+		return -ENOTSUP;
+#endif
+	}
+	rc = tier_image_open(d->engine, &o, &img);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "image %s: open: %s", ic->name, strerror(-rc));
+		return rc;
+	}
+	rc = nbd_server_add_export(d->nbd, img, ic->read_only);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "image %s: export: %s", ic->name, strerror(-rc));
+		return rc;
+	}
+	tlog(d, TIER_LOG_INFO, "image %s: %llu bytes%s, objects %s.*", ic->name,
+	     (unsigned long long)o.size, ic->read_only ? ", read-only" : "", o.object_prefix);
+	return 0;
+}
+
+/* READY=1 once the listeners are up and every image has loaded its map. */
+static void maybe_ready(struct tierd *d)
+{
+	struct tier_image *imgs[TIERD_MAX_IMAGES];
+	size_t i, n;
+
+	if (d->ready_sent || d->stopping)
+		return;
+	n = tier_engine_images(d->engine, imgs, TIERD_MAX_IMAGES);
+	for (i = 0; i < n; i++)
+		if (tier_image_ready(imgs[i]) == 0)
+			return;
+	for (i = 0; i < n; i++)
+		if (tier_image_ready(imgs[i]) < 0)
+			tlog(d, TIER_LOG_ERROR, "image %s: rebuilding the cache map failed: %s",
+			     tier_image_name(imgs[i]), strerror(-tier_image_ready(imgs[i])));
+	d->ready_sent = true;
+	tlog(d, TIER_LOG_INFO, "ready: %zu image(s)", n);
+	notify("READY=1\nSTATUS=serving %zu image(s)", n);
+}
+
+/* ---- the loop: completions, ticks, shutdown ---- */
+
+static void finish(struct tierd *d);
+
+static void on_tick(uv_timer_t *t);
+
+static void schedule_tick(struct tierd *d)
+{
+	uint64_t ms;
+
+	if (d->finished)
+		return;
+	/*
+	 * Stopping: finish the moment the engine has nothing in flight; until
+	 * then keep ticking, as queued work may wait for throttle refills.
+	 */
+	if (d->stopping && d->nbd_drained && tier_engine_idle(d->engine)) {
+		finish(d);
+		return;
+	}
+	ms = tier_engine_tick(d->engine);
+	uv_timer_start(&d->tick_timer, on_tick, ms ? ms : 1, 0);
+	maybe_ready(d);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	schedule_tick(t->data);
+}
+
+static void on_cq(uv_async_t *a)
+{
+	struct tierd *d = a->data;
+
+	if (d->finished)
+		return;
+	tier_cq_drain(d->cq);
+	schedule_tick(d);
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+	(void)t;
+	notify("WATCHDOG=1");
+}
+
+static void close_handle(uv_handle_t *h)
+{
+	if (h->loop && !uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+/* Everything drained and idle: release the engine and stop the loop. */
+static void finish(struct tierd *d)
+{
+	struct tier_image *imgs[TIERD_MAX_IMAGES];
+	size_t i, n;
+
+	if (d->finished)
+		return;
+	d->finished = true;
+	if (d->engine) {
+		n = tier_engine_images(d->engine, imgs, TIERD_MAX_IMAGES);
+		for (i = 0; i < n; i++)
+			tier_image_close(imgs[i]);
+		tier_engine_destroy(d->engine);
+		d->engine = NULL;
+	}
+	tier_store_destroy(d->base);
+	tier_store_destroy(d->cache);
+	d->base = d->cache = NULL;
+	if (d->cq)
+		tier_cq_drain(d->cq);
+	tier_cq_destroy(d->cq);
+	d->cq = NULL;
+	if (d->admin)
+		tierd_admin_stop(d->admin);
+	d->admin = NULL;
+	close_handle((uv_handle_t *)&d->cq_async);
+	close_handle((uv_handle_t *)&d->tick_timer);
+	close_handle((uv_handle_t *)&d->watchdog_timer);
+	close_handle((uv_handle_t *)&d->drain_timer);
+	close_handle((uv_handle_t *)&d->sig_term);
+	close_handle((uv_handle_t *)&d->sig_int);
+	close_handle((uv_handle_t *)&d->sig_hup);
+	tlog(d, TIER_LOG_INFO, "stopped");
+}
+
+static void on_nbd_drained(void *arg)
+{
+	struct tierd *d = arg;
+
+	d->nbd_drained = true;
+	tlog(d, TIER_LOG_INFO, "all connections closed; letting the engine settle");
+	notify("STATUS=connections closed, archiving hitsets");
+	/* a tick archives the hitsets; then finish once the engine is idle */
+	uv_timer_stop(&d->tick_timer);
+	tier_engine_tick(d->engine);
+	schedule_tick(d);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+	struct tierd *d = t->data;
+
+	tlog(d, TIER_LOG_ERROR, "shutdown: still %zu NBD request(s) in flight and engine %s "
+	     "after %d s; exiting without a clean shutdown",
+	     d->nbd ? nbd_server_in_flight(d->nbd) : 0,
+	     !d->engine || tier_engine_idle(d->engine) ? "idle" : "busy",
+	     TIERD_DRAIN_TIMEOUT_MS / 1000);
+	exit(1);
+}
+
+static void begin_shutdown(struct tierd *d, const char *why)
+{
+	if (d->stopping) {
+		tlog(d, TIER_LOG_WARN, "%s again: exiting now", why);
+		exit(1);
+	}
+	d->stopping = true;
+	tlog(d, TIER_LOG_INFO, "%s: draining %zu request(s) on %zu connection(s)", why,
+	     nbd_server_in_flight(d->nbd), nbd_server_connections(d->nbd));
+	notify("STOPPING=1\nSTATUS=draining %zu request(s)", nbd_server_in_flight(d->nbd));
+	uv_timer_start(&d->drain_timer, on_drain_timeout, TIERD_DRAIN_TIMEOUT_MS, 0);
+	nbd_server_shutdown(d->nbd, on_nbd_drained, d);
+}
+
+/* ---- reload and live tuning ---- */
+
+static int apply_params(struct tierd *d, const struct tier_params *p, char *err, size_t errlen)
+{
+	int rc = tier_engine_set_params(d->engine, p);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "engine refused the tier parameters: %s", strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+static void warn_restart_only(struct tierd *d, const struct tierd_config *o,
+			      const struct tierd_config *n)
+{
+	size_t i;
+	bool listen_changed = o->n_listen != n->n_listen;
+
+	for (i = 0; !listen_changed && i < n->n_listen; i++)
+		listen_changed = strcmp(o->listen[i], n->listen[i]) != 0;
+	if (listen_changed)
+		tlog(d, TIER_LOG_WARN, "reload: listen addresses change at the next restart");
+	if (o->backend != n->backend)
+		tlog(d, TIER_LOG_WARN, "reload: backend changes at the next restart");
+	if (o->data_dir && n->data_dir && strcmp(o->data_dir, n->data_dir))
+		tlog(d, TIER_LOG_WARN, "reload: data_dir changes at the next restart");
+	for (i = 0; i < o->n_images; i++) {
+		size_t j;
+
+		for (j = 0; j < n->n_images; j++)
+			if (!strcmp(o->images[i].name, n->images[j].name))
+				break;
+		if (j == n->n_images)
+			tlog(d, TIER_LOG_WARN, "reload: image %s was removed from the config; "
+			     "it is served until the next restart", o->images[i].name);
+	}
+}
+
+static int do_reload(struct tierd *d, char *err, size_t errlen)
+{
+	struct tierd_config *nc = NULL;
+	const struct tier_params *cur = tier_engine_params(d->engine);
+	size_t i;
+	int rc;
+
+	rc = tierd_config_load(d->cfg->path, &nc, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (nc->tier.object_size != cur->object_size || nc->tier.extent_size != cur->extent_size) {
+		tlog(d, TIER_LOG_WARN, "reload: object_size/extent_size change at the next "
+		     "restart; keeping %llu/%llu", (unsigned long long)cur->object_size,
+		     (unsigned long long)cur->extent_size);
+		nc->tier.object_size = cur->object_size;
+		nc->tier.extent_size = cur->extent_size;
+	}
+	rc = apply_params(d, &nc->tier, err, errlen);
+	if (rc < 0) {
+		tierd_config_free(nc);
+		return rc;
+	}
+	warn_restart_only(d, d->cfg, nc);
+	/* restart-only settings keep their running values */
+	nc->backend = d->cfg->backend;
+	d->log_level = nc->log_level;
+	nbd_server_set_limits(d->nbd, nc->max_requests_per_conn, nc->max_bytes_per_conn);
+	{
+		struct tierd_config *old = d->cfg;
+
+		d->cfg = nc;
+		for (i = 0; i < nc->n_images; i++)
+			if (!tier_engine_find_image(d->engine, nc->images[i].name) &&
+			    open_image(d, &nc->images[i]) < 0)
+				tlog(d, TIER_LOG_ERROR, "reload: image %s not served",
+				     nc->images[i].name);
+		/* the data directory in use stays the locked one */
+		if (old->data_dir && (!nc->data_dir || strcmp(old->data_dir, nc->data_dir))) {
+			free(nc->data_dir);
+			nc->data_dir = old->data_dir;
+			old->data_dir = NULL;
+		}
+		tierd_config_free(old);
+	}
+	return 0;
+}
+
+static void on_sighup(uv_signal_t *s, int signum)
+{
+	struct tierd *d = s->data;
+	char err[1024] = "";
+
+	(void)signum;
+	if (d->stopping)
+		return;
+	notify("RELOADING=1");
+	if (do_reload(d, err, sizeof(err)) < 0)
+		tlog(d, TIER_LOG_ERROR, "reload failed, keeping the running config: %s", err);
+	else
+		tlog(d, TIER_LOG_INFO, "reloaded %s", d->cfg->path);
+	notify("READY=1\nSTATUS=serving %zu image(s)",
+	       tier_engine_images(d->engine, NULL, 0));
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum)
+{
+	begin_shutdown(s->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* admin hooks */
+static struct tier_engine *hook_engine(void *arg)
+{
+	return ((struct tierd *)arg)->engine;
+}
+
+static const struct tierd_config *hook_config(void *arg)
+{
+	return ((struct tierd *)arg)->cfg;
+}
+
+static int hook_reload(void *arg, char *err, size_t errlen)
+{
+	struct tierd *d = arg;
+	int rc = do_reload(d, err, errlen);
+
+	if (rc < 0)
+		tlog(d, TIER_LOG_ERROR, "reload failed, keeping the running config: %s", err);
+	return rc;
+}
+
+static int hook_set_params(void *arg, const struct tier_params *p, char *err, size_t errlen)
+{
+	struct tierd *d = arg;
+	int rc = apply_params(d, p, err, errlen);
+
+	if (rc == 0)
+		d->cfg->tier = *p;
+	return rc;
+}
+
+/* ---- start-up ---- */
+
+static int init_handles(struct tierd *d)
+{
+	int rc;
+
+	d->cq_async.data = d;
+	d->tick_timer.data = d->watchdog_timer.data = d->drain_timer.data = d;
+	d->sig_term.data = d->sig_int.data = d->sig_hup.data = d;
+	if ((rc = uv_async_init(&d->loop, &d->cq_async, on_cq)) < 0 ||
+	    (rc = uv_timer_init(&d->loop, &d->tick_timer)) < 0 ||
+	    (rc = uv_timer_init(&d->loop, &d->watchdog_timer)) < 0 ||
+	    (rc = uv_timer_init(&d->loop, &d->drain_timer)) < 0 ||
+	    (rc = uv_signal_init(&d->loop, &d->sig_term)) < 0 ||
+	    (rc = uv_signal_init(&d->loop, &d->sig_int)) < 0 ||
+	    (rc = uv_signal_init(&d->loop, &d->sig_hup)) < 0)
+		return rc;
+	return 0;
+}
+
+/* Signals and the watchdog go live only once everything else is up. */
+static void start_handles(struct tierd *d)
+{
+	uint64_t wd_usec = 0;
+
+	uv_signal_start(&d->sig_term, on_stop_signal, SIGTERM);
+	uv_signal_start(&d->sig_int, on_stop_signal, SIGINT);
+	uv_signal_start(&d->sig_hup, on_sighup, SIGHUP);
+#if HAVE_SYSTEMD
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec >= 2000)
+		uv_timer_start(&d->watchdog_timer, on_watchdog, wd_usec / 2000, wd_usec / 2000);
+#else
+	(void)on_watchdog;
+	(void)wd_usec;
+#endif
+}
+
+static int start(struct tierd *d)
+{
+	struct nbd_server_opts no = {
+		.loop = &d->loop,
+		.max_requests_per_conn = d->cfg->max_requests_per_conn,
+		.max_bytes_per_conn = d->cfg->max_bytes_per_conn,
+		.log = tierd_log_cb,
+		.log_arg = d,
+	};
+	struct tier_engine_opts eo = { .log = tierd_log_cb, .log_arg = d };
+	struct tierd_admin_hooks hooks = {
+		.arg = d, .engine = hook_engine, .config = hook_config,
+		.reload = hook_reload, .set_params = hook_set_params,
+	};
+	const struct tierd_config *c = d->cfg;
+	size_t i;
+	int rc;
+
+	if ((rc = init_handles(d)) < 0)
+		return rc;
+	if (c->backend == TIERD_BACKEND_LOCAL && (rc = take_lock(d)) < 0)
+		return rc;
+	if ((rc = tier_cq_create(cq_notify, &d->cq_async, &d->cq)) < 0)
+		return rc;
+	rc = c->backend == TIERD_BACKEND_LOCAL ? create_local_stores(d) : create_rados_stores(d);
+	if (rc < 0)
+		return rc;
+	eo.base = d->base;
+	eo.cache = d->cache;
+	eo.params = c->tier;
+	if ((rc = tier_engine_create(&eo, &d->engine)) < 0) {
+		tlog(d, TIER_LOG_ERROR, "engine: %s", strerror(-rc));
+		return rc;
+	}
+	if ((rc = nbd_server_create(&no, &d->nbd)) < 0)
+		return rc;
+	for (i = 0; i < c->n_images; i++)
+		if ((rc = open_image(d, &c->images[i])) < 0)
+			return rc;
+	if (c->n_listen == 0)
+		rc = nbd_server_listen(d->nbd, TIERD_DEFAULT_LISTEN);
+	for (i = 0; rc == 0 && i < c->n_listen; i++)
+		rc = nbd_server_listen(d->nbd, c->listen[i]);
+	if (rc < 0)
+		return rc;
+	if (c->admin_socket && c->admin_socket[0]) {
+		rc = tierd_admin_start(&d->loop, c->admin_socket, &hooks, &d->admin);
+		if (rc < 0) {
+			tlog(d, TIER_LOG_ERROR, "admin socket %s: %s", c->admin_socket,
+			     strerror(-rc));
+			return rc;
+		}
+	}
+	start_handles(d);
+	schedule_tick(d);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tierd --config FILE [--foreground] [--check]\n"
+		"  -c, --config FILE   configuration file (INI; see tierd.conf.example)\n"
+		"  -f, --foreground    run in the foreground (always; for systemd)\n"
+		"  -n, --check         parse the configuration, report errors and exit\n"
+		"  -V, --version       print the version\n"
+		"  -h, --help          this text\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "check", no_argument, NULL, 'n' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tierd d = { .lock_fd = -1, .log_level = TIER_LOG_INFO };
+	const char *path = NULL;
+	char err[1024] = "";
+	bool check = false;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:fnVh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 'f': break;
+		case 'n': check = true; break;
+		case 'V': printf("tierd %s\n", TIER_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!path || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	d.journal = getenv("JOURNAL_STREAM") != NULL;
+	rc = tierd_config_load(path, &d.cfg, err, sizeof(err));
+	if (rc < 0) {
+		tlog(&d, TIER_LOG_ERROR, "%s", err[0] ? err : strerror(-rc));
+		return 1;
+	}
+	d.log_level = d.cfg->log_level;
+	if (check) {
+		printf("%s: OK\n", path);
+		tierd_config_free(d.cfg);
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if ((rc = uv_loop_init(&d.loop)) < 0) {
+		tlog(&d, TIER_LOG_ERROR, "uv_loop_init: %s", uv_strerror(rc));
+		return 1;
+	}
+	tlog(&d, TIER_LOG_INFO, "tierd %s starting (backend %s, config %s)", TIER_VERSION,
+	     d.cfg->backend == TIERD_BACKEND_LOCAL ? "local" : "rados", path);
+	rc = start(&d);
+	if (rc < 0) {
+		tlog(&d, TIER_LOG_ERROR, "start-up failed: %s", strerror(-rc));
+		notify("STATUS=start-up failed: %s\nERRNO=%d", strerror(-rc), -rc);
+		/* nothing was served: wait only for engine work already started */
+		d.exit_code = 1;
+		d.stopping = true;
+		d.nbd_drained = true;
+		if (d.nbd)
+			nbd_server_shutdown(d.nbd, NULL, NULL);
+		if (!d.engine || tier_engine_idle(d.engine))
+			finish(&d);
+		else
+			uv_timer_start(&d.drain_timer, on_drain_timeout, TIERD_DRAIN_TIMEOUT_MS, 0);
+	}
+	uv_run(&d.loop, UV_RUN_DEFAULT);
+	nbd_server_destroy(d.nbd);
+#if HAVE_RADOS
+	for (size_t i = 0; i < d.n_rbd; i++)
+		tier_rbd_close(d.rados, d.cfg->rados_base_pool, &d.rbd[i]);
+	tier_rados_disconnect(d.rados);
+#endif
+	if (uv_loop_close(&d.loop) < 0)
+		tlog(&d, TIER_LOG_WARN, "event loop closed with handles still open");
+	tierd_config_free(d.cfg);
+	if (d.lock_fd >= 0)
+		close(d.lock_fd);
+	return d.exit_code;
+}

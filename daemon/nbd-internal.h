@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/nbd-internal.h - structures shared by nbd.c (transmission, pools,
+ * connection lifetime) and nbd-handshake.c (listeners, option haggling).
+ * Not for other modules.
+ */
+#ifndef TIERD_NBD_INTERNAL_H
+#define TIERD_NBD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "daemon/nbd.h"
+#include "daemon/nbd-protocol.h"
+#include "tier/engine.h"
+
+#define NBD_RBUF_SIZE             (256u * 1024)      /* per-connection input buffer */
+#define NBD_OPT_MAX               8192u              /* option data we buffer */
+#define NBD_OPT_DISCARD_MAX       (1u << 20)         /* beyond this: garbage, close */
+#define NBD_BUF_MIN               4096u
+#define NBD_BUF_CLASSES           14                 /* 4 KiB .. 32 MiB */
+#define NBD_POOL_MAX_BYTES        (256ull << 20)     /* free buffers kept */
+#define NBD_DEFAULT_MAX_REQUESTS  64u
+#define NBD_DEFAULT_MAX_BYTES     (64ull << 20)
+
+_Static_assert((NBD_BUF_MIN << (NBD_BUF_CLASSES - 1)) == NBD_MAX_BLOCK_SIZE,
+	       "buffer classes must reach the largest payload");
+
+enum nbd_conn_state {
+	NBD_CS_CLIENT_FLAGS = 0,   /* waiting for the client's 32-bit flags */
+	NBD_CS_OPT_HDR,            /* option haggling */
+	NBD_CS_OPT_DISCARD,        /* skipping an oversized option's data */
+	NBD_CS_REQ_HDR,            /* transmission: next request header */
+	NBD_CS_REQ_PAYLOAD,        /* receiving a WRITE payload into cur->buf */
+	NBD_CS_REQ_DISCARD,        /* skipping a refused WRITE's payload */
+};
+
+struct nbd_export {
+	struct nbd_export *next;
+	char *name;
+	struct tier_image *img;
+	uint64_t size;
+	bool read_only;
+	uint16_t eflags;
+};
+
+struct nbd_conn;
+
+struct nbd_req {
+	struct tier_request t;
+	struct nbd_conn *c;
+	uint64_t cookie;          /* wire order, echoed */
+	uint64_t offset;
+	uint32_t count;
+	uint16_t cmd, flags;
+	uint32_t err;             /* NBD error decided before submit */
+	uint64_t charge;          /* bytes counted against the connection */
+	void *buf;
+	unsigned buf_class;
+	/* everything from here on is not cleared by req_get */
+	uv_write_t wr;
+	union {
+		struct nbd_simple_reply simple;
+		struct {
+			struct nbd_structured_reply h;
+			union {
+				struct nbd_structured_reply_offset_data od;
+				struct nbd_structured_reply_error err;
+			} u;
+		} __attribute__((packed)) sr;
+	} hdr;
+	struct nbd_req *next_free;
+};
+
+struct nbd_freebuf {
+	struct nbd_freebuf *next;
+};
+
+struct nbd_conn {
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} h;
+	struct nbd_server *s;
+	struct nbd_conn *prev, *next;
+	uint64_t id;
+	enum nbd_conn_state state;
+	bool no_zeroes, structured;
+	bool paused, in_process, closing, draining, handle_closing;
+	struct nbd_export *exp;
+	/* input */
+	uint8_t *rbuf;
+	size_t rpos, rlen, rcap;
+	uint32_t opt, optlen;        /* option being skipped */
+	uint64_t discard_left;
+	struct nbd_req *cur;         /* WRITE whose payload is arriving */
+	uint32_t payload_got;
+	/* accounting */
+	uint32_t in_flight;          /* requests taken and not yet released */
+	uint64_t in_bytes;           /* their payload bytes */
+	uint32_t engine_pending;     /* of those, inside the engine */
+	uint32_t writes_pending;     /* uv_write calls not yet completed */
+};
+
+struct nbd_listener {
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} h;
+	struct nbd_server *s;
+	struct nbd_listener *next;
+	bool is_tcp, inited, closed;
+	char *path;                  /* unix socket path to unlink */
+	char *addr;
+};
+
+struct nbd_server {
+	uv_loop_t *loop;
+	tier_log_fn log;
+	void *log_arg;
+	uint32_t max_requests;
+	uint64_t max_bytes;
+	struct nbd_export *exports;
+	struct nbd_listener *listeners;
+	size_t n_listeners_open;
+	struct nbd_conn *conns;
+	size_t n_conns;
+	uint64_t next_conn_id;
+	size_t in_flight;
+	/* pools */
+	struct nbd_req *free_reqs;
+	struct nbd_freebuf *free_bufs[NBD_BUF_CLASSES];
+	size_t pool_bytes;
+	/* shutdown */
+	bool shutting_down;
+	void (*done)(void *arg);
+	void *done_arg;
+};
+
+void nbd__log(struct nbd_server *s, enum tier_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+struct nbd_export *nbd__find_export(struct nbd_server *s, const char *name);
+void nbd__server_check_done(struct nbd_server *s);
+
+void nbd__conn_accept(struct nbd_server *s, uv_stream_t *listener, bool is_tcp);
+void nbd__conn_process(struct nbd_conn *c);
+void nbd__conn_close(struct nbd_conn *c, const char *why);
+void nbd__conn_drain(struct nbd_conn *c);
+void nbd__conn_maybe_finish(struct nbd_conn *c);
+void nbd__alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+void nbd__read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+/* nbd-handshake.c */
+void nbd__handshake_start(struct nbd_conn *c);
+/* One handshake step on buffered input: 1 progressed, 0 needs more, -1 closing. */
+int nbd__handshake_step(struct nbd_conn *c);
+void nbd__listeners_close(struct nbd_server *s);
+void nbd__listeners_free(struct nbd_server *s);
+
+#endif

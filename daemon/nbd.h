@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/nbd.h - tierd's NBD server on a libuv loop.  Serves libtier images
+ * (exports) to NBD clients over TCP and unix sockets: fixed newstyle
+ * handshake, many requests in flight per connection, out-of-order replies.
+ * Everything runs on the loop thread that owns the engine.
+ */
+#ifndef TIERD_NBD_H
+#define TIERD_NBD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "tier/engine.h"
+
+struct nbd_server;
+
+struct nbd_server_opts {
+	uv_loop_t *loop;
+	/* Backpressure per connection: stop reading the socket while this many
+	 * requests / payload bytes are in flight.  0 = defaults (64, 64 MiB). */
+	uint32_t max_requests_per_conn;
+	uint64_t max_bytes_per_conn;
+	tier_log_fn log;      /* may be NULL */
+	void *log_arg;
+};
+
+/* -EINVAL, -ENOMEM.  *out NULL on failure. */
+int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out);
+
+/*
+ * Listen on "unix:/path" (a stale socket file is replaced) or "host:port"
+ * (IPv4 or [IPv6]:port).  -EINVAL for a malformed address, else the
+ * -errno of socket/bind/listen.
+ */
+int nbd_server_listen(struct nbd_server *s, const char *addr);
+
+/*
+ * Serve img under its tier_image_name().  The name is copied; img must stay
+ * open until nbd_server_destroy.  The first export added also answers the
+ * default (empty) export name.  -EEXIST, -ENOMEM.
+ */
+int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only);
+
+/* Change the backpressure caps (config reload); applies to new decisions. */
+void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests,
+			   uint64_t max_bytes);
+
+/*
+ * Stop accepting, stop reading new requests, let requests already read
+ * complete and their replies go out, then close every connection.
+ * done(arg) runs once no connection is left (possibly inside this call).
+ */
+void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *arg);
+
+/* Connections open / requests in flight right now. */
+size_t nbd_server_connections(const struct nbd_server *s);
+size_t nbd_server_in_flight(const struct nbd_server *s);
+
+/*
+ * Free the server.  @pre nbd_server_shutdown's done callback has run and the
+ * loop has run once more so libuv close callbacks finished.  NULL ok.
+ */
+void nbd_server_destroy(struct nbd_server *s);
+
+#endif

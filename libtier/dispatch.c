@@ -1,0 +1,700 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/dispatch.c - per-object queues and the client data path: decides,
+ * for each per-object piece of a request at the moment it reaches the head
+ * of its object's queue, whether it is a cache hit, a proxied base op or an
+ * admitted promotion, and runs the store ops for it.  Shared ops (reads,
+ * proxied writes) of one object overlap; exclusive ones (cache writes,
+ * drops) run alone; a write never waits on a promotion it could proxy
+ * around, but one queued behind a running promotion or eviction waits.  It
+ * must never acknowledge a write before the store acknowledged it, and never
+ * let a cache copy diverge from base while it is marked CLEAN.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtier/engine_int.h"
+
+/* ---- ext pool: no per-request malloc on the hot path ---- */
+
+struct tier__ext *tier__ext_alloc(struct tier_engine *e)
+{
+	struct tier__ext *x = e->free_ext;
+
+	if (!x) {
+		enum { N = 32 };
+		void **nc = realloc(e->chunks, (e->n_chunks + 1) * sizeof(*nc));
+		char *c;
+
+		if (!nc)
+			return NULL;
+		e->chunks = nc;
+		c = malloc(N * e->ext_size);
+		if (!c)
+			return NULL;
+		e->chunks[e->n_chunks++] = c;
+		for (int i = N - 1; i >= 0; i--) {
+			x = (struct tier__ext *)(void *)(c + (size_t)i * e->ext_size);
+			x->next = e->free_ext;
+			e->free_ext = x;
+		}
+		x = e->free_ext;
+	}
+	e->free_ext = x->next;
+	memset(x, 0, sizeof(*x));
+	x->e = e;
+	x->nbits = e->nwords ? (uint64_t *)(void *)(x->mem + 2 * e->meta_cap) : NULL;
+	return x;
+}
+
+void tier__ext_free(struct tier_engine *e, struct tier__ext *x)
+{
+	free(x->bounce);
+	x->bounce = NULL;
+	x->next = e->free_ext;
+	e->free_ext = x;
+}
+
+void tier__ext_pool_fini(struct tier_engine *e)
+{
+	for (size_t i = 0; i < e->n_chunks; i++)
+		free(e->chunks[i]);
+	free(e->chunks);
+	e->chunks = NULL;
+	e->n_chunks = 0;
+	e->free_ext = NULL;
+}
+
+void tier__ext_finish(struct tier_engine *e, struct tier__ext *x, int err)
+{
+	if (x->req)
+		tier__req_put(e, x->req, err);
+	e->exts_inflight--;
+	tier__ext_free(e, x);
+}
+
+static void q_push_tail(struct tier__obj *o, struct tier__ext *x)
+{
+	struct tier__ext **pp = &o->qhead;
+
+	while (*pp)
+		pp = &(*pp)->next;
+	x->next = NULL;
+	*pp = x;
+}
+
+static void q_push_head(struct tier__obj *o, struct tier__ext *x)
+{
+	x->next = o->qhead;
+	o->qhead = x;
+}
+
+static void q_pop(struct tier__obj *o, struct tier__ext *x)
+{
+	o->qhead = x->next;
+	x->next = NULL;
+}
+
+static void op_init(struct tier__ext *x, enum tier_store_opcode opc, tier_store_cb cb)
+{
+	struct tier_store_op *op = &x->op;
+
+	memset(op, 0, sizeof(*op));
+	op->opcode = opc;
+	op->cb = cb;
+	op->priv = x;
+	tier__oid(x->img, TIER__KEY_OBJNO(x->obj->key), op->oid);
+}
+
+static uint32_t fua(const struct tier__ext *x)
+{
+	return x->req && (x->req->flags & TIER_REQ_F_FUA) ? TIER_STORE_F_FUA : 0;
+}
+
+static void submit_or_fail(struct tier_engine *e, struct tier_store *st, struct tier__ext *x)
+{
+	int rc = tier_store_submit(st, &x->op);
+
+	if (rc < 0) {
+		/* a malformed op is an engine bug; complete it as an error */
+		x->op.result = rc;
+		tier__log(e, TIER_LOG_ERROR, "store refused %s on %s: %d",
+			  tier_store_opcode_name(x->op.opcode), x->op.oid, rc);
+		x->op.cb(&x->op);
+	}
+}
+
+/* ---- reads ---- */
+
+static void read_cb(struct tier_store_op *op);
+
+static bool ext_valid(const struct tier_engine *e, const struct tier__obj *o, uint64_t i)
+{
+	(void)e;
+	return !o->bits || tier__bit(o->bits, i);
+}
+
+/* Next run of invalid extents at or after x->pos, clipped to the piece. */
+static bool next_invalid_run(const struct tier_engine *e, const struct tier__obj *o,
+			     const struct tier__ext *x, uint32_t *ro, uint32_t *rl)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)x->off + x->len, p = x->pos;
+
+	while (p < end && ext_valid(e, o, p / es))
+		p = (p / es + 1) * es;
+	if (p >= end)
+		return false;
+	*ro = (uint32_t)p;
+	while (p < end && !ext_valid(e, o, p / es))
+		p = (p / es + 1) * es;
+	*rl = (uint32_t)((p < end ? p : end) - *ro);
+	return true;
+}
+
+static void read_issue(struct tier_engine *e, struct tier__ext *x, bool from_cache,
+		       uint32_t off, uint32_t len)
+{
+	op_init(x, TIER_STORE_READ, read_cb);
+	x->op.off = off;
+	x->op.len = len;
+	x->op.buf = x->buf + (off - x->off);
+	submit_or_fail(e, from_cache ? e->cache : e->base, x);
+}
+
+/*
+ * Steps: 1 cache read of the piece, 2 base reads of invalid runs (extent
+ * mode), 3 one proxied base read of the whole piece.
+ */
+static void read_next(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	uint32_t ro, rl;
+
+	if (x->step == 1 && o->bits) {
+		x->step = 2;
+		x->pos = x->off;
+	}
+	if (x->step == 2 && next_invalid_run(e, o, x, &ro, &rl)) {
+		x->pos = ro + rl;
+		read_issue(e, x, false, ro, rl);
+		return;
+	}
+	o->nrun--;
+	tier__ext_finish(e, x, 0);
+	tier__obj_kick(e, o);
+}
+
+static void read_cb(struct tier_store_op *op)
+{
+	struct tier__ext *x = op->priv;
+	struct tier_engine *e = x->e;
+	struct tier__obj *o = x->obj;
+	bool base = op->oid[0] && x->step != 1;
+	int r = op->result;
+
+	if (base) {
+		tier__base_latency(e, tier__now_ns(e) - op->t_submit_ns);
+		if (r == -ENOENT) {
+			memset(op->buf, 0, op->len);
+			r = 0;
+		}
+	}
+	if (r < 0 && !base) {
+		tier__cache_error(e, r);
+		if (o->state == TIER__CLEAN) {
+			/* the base copy is identical: serve from it */
+			x->step = 3;
+			read_issue(e, x, false, x->off, x->len);
+			goto out;
+		}
+		o->nrun--;
+		tier__ext_finish(e, x, -EIO);
+		tier__obj_kick(e, o);
+		goto out;
+	}
+	if (r < 0) {
+		o->nrun--;
+		tier__ext_finish(e, x, r);
+		tier__obj_kick(e, o);
+		goto out;
+	}
+	read_next(e, o, x);
+out:
+	tier__deliver(e);
+}
+
+static void record_access(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+			  bool *recent, unsigned recency)
+{
+	if (x->seen || !x->req)
+		return;
+	x->seen = 1;
+	if (recent)
+		*recent = tier__hitsets_recent(e->hs, o->key, recency);
+	tier__hitsets_insert(e->hs, o->key);
+	if (o->state != TIER__ABSENT)
+		e->pol->ops->access(e->pol, o->key, tier__now_ms(e));
+}
+
+static bool range_all_valid(const struct tier_engine *e, const struct tier__obj *o,
+			    uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size;
+
+	if (!o->bits)
+		return true;
+	for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
+		if (!tier__bit(o->bits, i))
+			return false;
+	return true;
+}
+
+static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	bool cached = o->state != TIER__ABSENT && !(o->flags & TIER__OF_EVICTING) && !x->nocache;
+	bool recent = false;
+
+	q_pop(o, x);
+	o->nrun++;
+	record_access(e, o, x, cached ? NULL : &recent, (unsigned)e->p.min_read_recency_for_promote);
+	if (cached) {
+		bool all = range_all_valid(e, o, x->off, x->len);
+		e->st.read_hits += all;
+		e->st.read_misses += !all;
+		x->step = 1;
+		read_issue(e, x, true, x->off, x->len);
+		return;
+	}
+	e->st.read_misses++;
+	e->st.proxy_reads++;
+	e->st.proxy_read_bytes += x->len;
+	if (o->state == TIER__ABSENT && !(o->flags & (TIER__OF_PQUEUED | TIER__OF_PROMOTING)) &&
+	    tier__admit(e, o, false, o->len, recent)) {
+		struct tier__ext *h = tier__ext_alloc(e);
+		if (h) {
+			h->img = x->img;
+			h->obj = o;
+			h->type = TIER_REQ_CACHE;
+			o->flags |= TIER__OF_PQUEUED;
+			e->exts_inflight++;
+			q_push_tail(o, h);
+		}
+	}
+	x->step = 3;
+	read_issue(e, x, false, x->off, x->len);
+}
+
+/* ---- proxied writes, trims and zeroes ---- */
+
+static void proxy_cb(struct tier_store_op *op)
+{
+	struct tier__ext *x = op->priv;
+	struct tier_engine *e = x->e;
+	struct tier__obj *o = x->obj;
+	int r = op->result;
+
+	tier__base_latency(e, tier__now_ns(e) - op->t_submit_ns);
+	if (r == -ENOENT && op->opcode == TIER_STORE_REMOVE)
+		r = 0;
+	if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
+		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
+	o->nrun--;
+	tier__ext_finish(e, x, r < 0 ? r : 0);
+	tier__obj_kick(e, o);
+	tier__deliver(e);
+}
+
+static void start_proxy_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	bool whole = x->off == 0 && x->len == o->len;
+
+	o->nrun++;
+	if (x->type == TIER_REQ_WRITE) {
+		op_init(x, TIER_STORE_WRITE, proxy_cb);
+		x->op.buf = x->buf;
+		e->st.proxy_writes++;
+		e->st.proxy_write_bytes += x->len;
+	} else {
+		op_init(x, whole ? TIER_STORE_REMOVE : TIER_STORE_ZERO, proxy_cb);
+	}
+	x->op.flags = fua(x);
+	if (x->op.opcode != TIER_STORE_REMOVE) {
+		x->op.off = x->off;
+		x->op.len = x->len;
+	}
+	submit_or_fail(e, e->base, x);
+}
+
+/* ---- cache writes ---- */
+
+static void cw_cb(struct tier_store_op *op);
+static void fill_cb(struct tier_store_op *op);
+
+static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	bool creating = o->state == TIER__ABSENT;
+	uint8_t *meta = x->mem, *pre = x->mem + e->meta_cap;
+	int ml, pl;
+
+	if (x->bounce) {
+		op_init(x, TIER_STORE_WRITE, cw_cb);
+		x->op.buf = x->bounce;
+		x->op.off = x->s;
+		x->op.len = x->t - x->s;
+	} else {
+		op_init(x, x->type == TIER_REQ_WRITE ? TIER_STORE_WRITE : TIER_STORE_ZERO, cw_cb);
+		x->op.buf = x->type == TIER_REQ_WRITE ? x->buf : NULL;
+		x->op.off = x->off;
+		x->op.len = x->len;
+	}
+	if (o->bits) {
+		uint64_t *ov = o->bits, *od = o->bits + e->nwords;
+		uint64_t *nv = x->nbits, *nd = x->nbits + e->nwords;
+		/* pre_meta: old valid bits; overwritten valid extents count as dirty */
+		uint64_t *pd = (uint64_t *)(void *)(pre + TIER_META_MAX - 8 * e->nwords);
+		(void)pd;
+		ml = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, nv, nd, meta);
+		{
+			uint64_t tmp[e->nwords ? e->nwords : 1];
+			for (size_t i = 0; i < e->nwords; i++)
+				tmp[i] = od[i] | (nd[i] & ov[i]);
+			pl = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, ov, tmp, pre);
+		}
+	} else {
+		ml = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, NULL, NULL, meta);
+		pl = ml;
+		memcpy(pre, meta, (size_t)ml);
+	}
+	if (ml < 0 || pl < 0) {
+		x->op.result = -EINVAL;
+		cw_cb(&x->op);
+		return;
+	}
+	x->op.flags = TIER_STORE_F_META | fua(x) | (creating ? TIER_STORE_F_EXCL : 0);
+	x->op.meta = meta;
+	x->op.meta_len = (uint32_t)ml;
+	x->op.pre_meta = pre;
+	x->op.pre_meta_len = (uint32_t)pl;
+	x->op.version = x->new_version;
+	submit_or_fail(e, e->cache, x);
+}
+
+static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	uint64_t es = e->p.extent_size;
+
+	q_pop(o, x);
+	o->flags |= TIER__OF_EXCL;
+	x->new_version = o->version + 1;
+	x->s = x->off;
+	x->t = x->off + x->len;
+	if (o->bits) {
+		uint64_t fe = x->off / es, le = ((uint64_t)x->off + x->len - 1) / es;
+		bool ff = (x->off % es) && !tier__bit(o->bits, fe);
+		bool fl = (x->t % es) && x->t < o->len && !tier__bit(o->bits, le);
+
+		memcpy(x->nbits, o->bits, 2 * e->nwords * 8);
+		for (uint64_t i = fe; i <= le; i++) {
+			tier__bit_set(x->nbits, i);
+			tier__bit_set(x->nbits + e->nwords, i);
+		}
+		if (ff)
+			x->s = (uint32_t)(fe * es);
+		if (fl)
+			x->t = (uint32_t)((le + 1) * es < o->len ? (le + 1) * es : o->len);
+		if (ff || fl) {
+			x->bounce = calloc(1, x->t - x->s);
+			if (!x->bounce) {
+				o->flags &= (uint16_t)~TIER__OF_EXCL;
+				tier__ext_finish(e, x, -ENOMEM);
+				return;
+			}
+			x->fill = 1;
+			op_init(x, TIER_STORE_READ, fill_cb);
+			x->op.off = x->s;
+			x->op.len = x->t - x->s;
+			x->op.buf = x->bounce;
+			submit_or_fail(e, e->base, x);
+			return;
+		}
+	}
+	cw_issue(e, o, x);
+}
+
+static void fill_cb(struct tier_store_op *op)
+{
+	struct tier__ext *x = op->priv;
+	struct tier_engine *e = x->e;
+	struct tier__obj *o = x->obj;
+	int r = op->result;
+
+	if (r == -ENOENT) {
+		memset(x->bounce, 0, x->t - x->s);
+		r = 0;
+	}
+	if (r < 0) {
+		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__ext_finish(e, x, r);
+		tier__obj_kick(e, o);
+		goto out;
+	}
+	if (x->type == TIER_REQ_WRITE)
+		memcpy((char *)x->bounce + (x->off - x->s), x->buf, x->len);
+	else
+		memset((char *)x->bounce + (x->off - x->s), 0, x->len);
+	cw_issue(e, o, x);
+out:
+	tier__deliver(e);
+}
+
+static void cw_cb(struct tier_store_op *op)
+{
+	struct tier__ext *x = op->priv;
+	struct tier_engine *e = x->e;
+	struct tier__obj *o = x->obj;
+	bool creating = o->state == TIER__ABSENT;
+	int r = op->result;
+
+	o->flags &= (uint16_t)~TIER__OF_EXCL;
+	if (r < 0) {
+		tier__cache_error(e, r);
+		if (creating) {
+			o->flags |= TIER__OF_STALE;
+			tier__obj_free_bits(e, o);
+		} else {
+			o->flags |= TIER__OF_VUNK;
+		}
+		free(x->bounce);
+		x->bounce = NULL;
+		x->nocache = 1;
+		x->step = 0;
+		q_push_head(o, x);
+		tier__obj_kick(e, o);
+		goto out;
+	}
+	tier__acct_sub(e, o);
+	if (o->bits)
+		memcpy(o->bits, x->nbits, 2 * e->nwords * 8);
+	o->state = TIER__DIRTY;
+	o->version = x->new_version;
+	o->mtime_ms = tier__now_ms(e);
+	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK);
+	tier__acct_add(e, o);
+	if (creating)
+		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	if (!(op->flags & TIER_STORE_F_FUA))
+		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+	tier__ext_finish(e, x, 0);
+	tier__obj_kick(e, o);
+out:
+	tier__deliver(e);
+}
+
+/* ---- drops: remove the cache copy (and for whole-object trims the base object) ---- */
+
+static void drop_cb(struct tier_store_op *op)
+{
+	struct tier__ext *x = op->priv;
+	struct tier_engine *e = x->e;
+	struct tier__obj *o = x->obj;
+	bool base_step = x->step == 10;
+	int r = op->result == -ENOENT ? 0 : op->result;
+
+	if (base_step) {
+		tier__base_latency(e, tier__now_ns(e) - op->t_submit_ns);
+		if (r < 0) {
+			o->flags &= (uint16_t)~TIER__OF_EXCL;
+			tier__ext_finish(e, x, r);
+			tier__obj_kick(e, o);
+			goto out;
+		}
+		x->step = 11;
+		op_init(x, TIER_STORE_REMOVE, drop_cb);
+		submit_or_fail(e, e->cache, x);
+		goto out;
+	}
+	o->flags &= (uint16_t)~TIER__OF_EXCL;
+	if (r < 0) {
+		tier__cache_error(e, r);
+		tier__ext_finish(e, x, -EIO);
+		tier__obj_kick(e, o);
+		goto out;
+	}
+	if (o->state != TIER__ABSENT) {
+		tier__acct_sub(e, o);
+		e->pol->ops->remove(e->pol, o->key);
+		o->state = TIER__ABSENT;
+	}
+	tier__obj_free_bits(e, o);
+	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK | TIER__OF_UNSYNC_C);
+	if (x->step == 11) {
+		tier__ext_finish(e, x, 0);
+	} else {
+		/* drop before a proxied write (readonly mode, cache failure) */
+		x->step = 0;
+		start_proxy_write(e, o, x);
+	}
+	tier__obj_kick(e, o);
+out:
+	tier__deliver(e);
+}
+
+static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+		       bool with_base)
+{
+	q_pop(o, x);
+	o->flags |= TIER__OF_EXCL;
+	x->step = with_base ? 10 : 12;
+	op_init(x, TIER_STORE_REMOVE, drop_cb);
+	x->op.flags = fua(x);
+	submit_or_fail(e, with_base ? e->base : e->cache, x);
+}
+
+/* A write whose cache path failed (or readonly mode): route it to base safely. */
+static bool start_nocache_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	if (o->state == TIER__ABSENT && !(o->flags & TIER__OF_STALE)) {
+		q_pop(o, x);
+		start_proxy_write(e, o, x);
+		return true;
+	}
+	if (o->nrun || (o->flags & TIER__OF_FLUSHING))
+		return false;
+	if (o->state == TIER__DIRTY) {
+		/* the cache holds data base lacks: flush it first, then drop */
+		if (x->tries >= 2 || tier__flush_start(e, x->img, o) < 0) {
+			q_pop(o, x);
+			tier__ext_finish(e, x, -EIO);
+			return true;
+		}
+		x->tries++;
+		return false;
+	}
+	start_drop(e, o, x, false);
+	return true;
+}
+
+static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	bool recent = false, whole = x->off == 0 && x->len == o->len;
+	uint64_t cost;
+
+	if (o->flags & (TIER__OF_PROMOTING | TIER__OF_EVICTING))
+		return false;
+	record_access(e, o, x, o->state == TIER__ABSENT ? &recent : NULL,
+		      (unsigned)e->p.min_write_recency_for_promote);
+	if (!x->nocache && o->state == TIER__CLEAN && e->p.cache_mode == TIER_MODE_READONLY)
+		x->nocache = 1;
+	if (x->nocache)
+		return start_nocache_write(e, o, x);
+	if (o->state != TIER__ABSENT) {
+		if (o->nrun)
+			return false;
+		if (!x->tries) {
+			e->st.write_hits++;
+			x->tries = 1;
+		}
+		if (x->type != TIER_REQ_WRITE && whole) {
+			if (o->flags & TIER__OF_FLUSHING)
+				return false;
+			start_drop(e, o, x, true);
+			return true;
+		}
+		start_cache_write(e, o, x);
+		return true;
+	}
+	if (!x->tries) {
+		e->st.write_misses++;
+		x->tries = 1;
+	}
+	cost = e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords ? x->len : o->len;
+	if (x->type == TIER_REQ_WRITE && !o->nrun && !(o->flags & TIER__OF_STALE) &&
+	    tier__admit(e, o, true, cost, recent)) {
+		if (e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords) {
+			if (tier__obj_alloc_bits(e, o) == 0) {
+				start_cache_write(e, o, x);
+				return true;
+			}
+		} else {
+			tier__promote_start(e, x->img, o, NULL);
+			if (o->flags & TIER__OF_PROMOTING)
+				return false;
+		}
+	}
+	q_pop(o, x);
+	start_proxy_write(e, o, x);
+	return true;
+}
+
+static bool start_cache_hint(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	bool internal = !x->req;
+
+	if (o->state != TIER__ABSENT || (o->flags & TIER__OF_PROMOTING) ||
+	    e->p.cache_mode == TIER_MODE_NONE || tier__degraded(e)) {
+		q_pop(o, x);
+		if (internal)
+			o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+		tier__ext_finish(e, x, 0);
+		return true;
+	}
+	if (o->nrun || (o->flags & (TIER__OF_EVICTING | TIER__OF_STALE)))
+		return false;
+	q_pop(o, x);
+	if (internal)
+		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+	tier__promote_start(e, x->img, o, x);
+	return true;
+}
+
+static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	if (o->flags & TIER__OF_EXCL)
+		return false;
+	switch (x->type) {
+	case TIER_REQ_READ:
+		start_read(e, o, x);
+		return true;
+	case TIER_REQ_CACHE:
+		return start_cache_hint(e, o, x);
+	default:
+		return start_write(e, o, x);
+	}
+}
+
+void tier__obj_kick(struct tier_engine *e, struct tier__obj *o)
+{
+	struct tier__ext *x;
+
+	while ((x = o->qhead) && try_start(e, o, x))
+		;
+	tier__obj_release(e, o);
+}
+
+int tier__ext_enqueue(struct tier_engine *e, struct tier_image *img, struct tier_request *req,
+		      int type, uint64_t objno, uint32_t off, uint32_t len, char *buf)
+{
+	struct tier__obj *o = tier__obj_get(e, img, objno);
+	struct tier__ext *x;
+
+	if (!o)
+		return -ENOMEM;
+	x = tier__ext_alloc(e);
+	if (!x) {
+		tier__obj_release(e, o);
+		return -ENOMEM;
+	}
+	x->img = img;
+	x->obj = o;
+	x->req = req;
+	x->type = (uint8_t)type;
+	x->off = off;
+	x->len = len;
+	x->buf = buf;
+	if (req)
+		req->pending++;
+	e->exts_inflight++;
+	q_push_tail(o, x);
+	tier__obj_kick(e, o);
+	return 0;
+}

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/engine_int.h (internal) - the engine's shared structures: object
+ * map entries, per-object extents of client requests, background jobs, and
+ * the engine and image instances.  Only the engine's own files include it.
+ *
+ * Object key: ((uint64_t)image_id << 44) | objno, image_id a 20-bit hash of
+ * the image's object prefix (stable across restarts, so archived hitsets
+ * still match), made unique among open images by probing.
+ */
+#ifndef TIER_ENGINE_INT_H
+#define TIER_ENGINE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tier/engine.h"
+#include "tier/meta.h"
+#include "libtier/hitset.h"
+#include "libtier/policy.h"
+
+#define TIER__OBJNO_BITS 44
+#define TIER__ID_BITS    20
+#define TIER__KEY(id, objno) (((uint64_t)(id) << TIER__OBJNO_BITS) | (uint64_t)(objno))
+#define TIER__KEY_OBJNO(k)   ((k) & ((1ull << TIER__OBJNO_BITS) - 1))
+#define TIER__KEY_ID(k)      ((uint32_t)((k) >> TIER__OBJNO_BITS))
+
+/* Stable state of an object's cache copy. */
+enum { TIER__ABSENT = 0, TIER__CLEAN, TIER__DIRTY };
+
+/* Transient flags (the PROMOTING/FLUSHING/EVICTING states and bookkeeping). */
+enum {
+	TIER__OF_PROMOTING = 1u << 0,
+	TIER__OF_FLUSHING  = 1u << 1,
+	TIER__OF_EVICTING  = 1u << 2,
+	TIER__OF_EXCL      = 1u << 3,  /* an exclusive op (cache write, drop) runs */
+	TIER__OF_VUNK      = 1u << 4,  /* store version uncertain (failed write) */
+	TIER__OF_PQUEUED   = 1u << 5,  /* a promotion is queued */
+	TIER__OF_UNSYNC_C  = 1u << 6,  /* cache copy written without FUA since last sync */
+	TIER__OF_UNSYNC_B  = 1u << 7,  /* base object written without FUA since last sync */
+	TIER__OF_STALE     = 1u << 8,  /* a cache object may exist while ABSENT */
+};
+
+struct tier__ext;
+
+/* One object of the map: kept at 64 bytes (see tier_engine_bytes_per_object). */
+struct tier__obj {
+	uint64_t key;
+	uint64_t version;        /* last version the store acknowledged */
+	uint64_t mtime_ms;       /* last write (or promotion) */
+	struct tier__obj *hnext; /* hash chain */
+	struct tier__ext *qhead; /* ops waiting, arrival order */
+	uint64_t *bits;          /* extent mode: valid[w] then dirty[w]; NULL = whole object */
+	uint32_t len;            /* bytes of the object inside the image */
+	uint16_t flags;
+	uint16_t nrun;           /* shared ops running (reads, proxied writes) */
+	uint8_t state;
+};
+
+/* One per-object piece of a request (or an internal promotion hint). */
+struct tier__ext {
+	struct tier__ext *next;
+	struct tier_engine *e;
+	struct tier_image *img;
+	struct tier__obj *obj;
+	struct tier_request *req;  /* NULL: internal */
+	char *buf;                 /* request data for this piece */
+	uint32_t off, len;         /* within the object */
+	uint8_t type;              /* enum tier_req_type */
+	uint8_t nocache;           /* cache failed: route to base */
+	uint8_t step;
+	uint8_t tries;
+	uint8_t seen;              /* hitset access recorded */
+	uint8_t fill;              /* extent write needs a base fill */
+	uint32_t pos;              /* progress in multi-op reads */
+	uint32_t s, t;             /* cache write span (extent fills) */
+	uint64_t new_version;
+	void *bounce;
+	uint64_t *nbits;           /* new bitmaps (extent mode), in ext storage */
+	struct tier_store_op op;
+	uint8_t mem[];             /* meta, pre_meta, new bitmaps */
+};
+
+enum tier__job_kind { TIER__J_PROMOTE = 1, TIER__J_FLUSH, TIER__J_EVICT, TIER__J_SYNC,
+		      TIER__J_REBUILD, TIER__J_HITSET };
+
+/* A background operation: promotion, flush, evict, sync, rebuild stat, hitsets. */
+struct tier__job {
+	struct tier_engine *e;
+	struct tier_image *img;
+	struct tier__obj *obj;
+	struct tier__ext *waiter;       /* promotion: the hint waiting for it */
+	struct tier_request *req;       /* sync: the FLUSH request */
+	int kind, step, err;
+	uint64_t version;
+	void *buf;
+	uint64_t len, span_off;
+	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */
+	size_t nops, npending, ndone;
+	uint64_t *snap;                 /* flush: dirty bitmap snapshot */
+	struct tier_store_op op;
+	uint8_t meta[];                 /* TIER_META_MAX */
+};
+
+struct tier_image {
+	struct tier_engine *e;
+	char *name;
+	char *prefix;
+	uint64_t size;
+	uint64_t nobjs;
+	uint32_t id;
+	bool ro;
+	bool closed;
+	int ready;                      /* 1 loaded, 0 loading, -errno */
+	struct tier_request *pend_head, *pend_tail;
+	char **names;                   /* rebuild listing */
+	size_t n_names, next_name, rb_inflight;
+};
+
+struct tier_engine {
+	struct tier_engine_opts o;
+	struct tier_params p;
+	struct tier_store *base, *cache;
+	struct tier_image **imgs;       /* every image ever opened (closed ones kept) */
+	size_t n_imgs, cap_imgs;
+
+	struct tier__obj **ht;
+	size_t ht_mask, n_objs;
+	uint64_t obj_mem;               /* bytes held by map entries and bitmaps */
+	uint32_t nbits;                 /* extents per object */
+	size_t nwords;
+	size_t meta_cap;                /* encoded meta size (extent mode) */
+
+	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
+	struct tier__hitsets *hs;
+	struct tier__policy *pol;
+	struct tier_stats st;
+
+	double tb_bytes, tb_objs;       /* promotion token buckets */
+	uint64_t tb_last_ns;
+	uint64_t degraded_until_ms;
+
+	int flush_mode, evict_mode;
+	unsigned effort_pct;
+	uint64_t agent_flushing, agent_evicting;
+	double base_lat_ewma, base_lat_floor;
+	struct tier_image *drain_img;   /* admin flush/evict target */
+	bool drain_flush, drain_evict, drain_all;
+
+	struct tier_request *done_head, *done_tail;
+	bool delivering;
+	uint64_t reqs_inflight, jobs_inflight, exts_inflight;
+
+	struct tier__ext *free_ext;
+	void **chunks;
+	size_t n_chunks;
+	size_t ext_size;
+
+	uint64_t *unsync;               /* keys with an UNSYNC flag */
+	size_t n_unsync, cap_unsync;
+
+	uint64_t hs_seq;
+	char **hs_names;                /* archived hitset objects, oldest first */
+	size_t n_hs_names;
+	bool hs_loading;
+};
+
+/* engine.c */
+uint64_t tier__now_ns(const struct tier_engine *e);
+static inline uint64_t tier__now_ms(const struct tier_engine *e) { return tier__now_ns(e) / 1000000; }
+void tier__log(const struct tier_engine *e, enum tier_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+struct tier_image *tier__image_by_id(const struct tier_engine *e, uint32_t id);
+void tier__oid(const struct tier_image *img, uint64_t objno, char *out);
+void tier__req_put(struct tier_engine *e, struct tier_request *req, int err);
+void tier__deliver(struct tier_engine *e);
+struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
+				struct tier__obj *obj);
+void tier__job_free(struct tier__job *j);
+void tier__cache_error(struct tier_engine *e, int err);
+bool tier__degraded(const struct tier_engine *e);
+void tier__base_latency(struct tier_engine *e, uint64_t ns);
+uint64_t tier__policy_capacity(const struct tier_engine *e);
+
+/* objmap.c */
+int tier__map_init(struct tier_engine *e);
+void tier__map_fini(struct tier_engine *e);
+struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key);
+struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, uint64_t objno);
+void tier__obj_release(struct tier_engine *e, struct tier__obj *o);
+int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_free_bits(struct tier_engine *e, struct tier__obj *o);
+uint64_t tier__obj_cached_bytes(const struct tier_engine *e, const struct tier__obj *o);
+uint64_t tier__obj_dirty_bytes(const struct tier_engine *e, const struct tier__obj *o);
+void tier__acct_sub(struct tier_engine *e, const struct tier__obj *o);
+void tier__acct_add(struct tier_engine *e, const struct tier__obj *o);
+void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag);
+int tier__meta_encode_obj(const struct tier_engine *e, uint32_t flags, uint64_t version,
+			  const uint64_t *valid, const uint64_t *dirty, void *buf);
+void tier__map_foreach(struct tier_engine *e, void (*fn)(struct tier_engine *e,
+		       struct tier__obj *o, void *arg), void *arg);
+static inline bool tier__bit(const uint64_t *w, size_t i) { return (w[i / 64] >> (i % 64)) & 1; }
+static inline void tier__bit_set(uint64_t *w, size_t i) { w[i / 64] |= 1ull << (i % 64); }
+size_t tier__popcount(const uint64_t *w, size_t nwords);
+bool tier__obj_busy(const struct tier__obj *o);
+
+/* dispatch.c */
+int tier__ext_enqueue(struct tier_engine *e, struct tier_image *img, struct tier_request *req,
+		      int type, uint64_t objno, uint32_t off, uint32_t len, char *buf);
+void tier__obj_kick(struct tier_engine *e, struct tier__obj *o);
+void tier__ext_finish(struct tier_engine *e, struct tier__ext *x, int err);
+struct tier__ext *tier__ext_alloc(struct tier_engine *e);
+void tier__ext_free(struct tier_engine *e, struct tier__ext *x);
+void tier__ext_pool_fini(struct tier_engine *e);
+
+/* promote.c */
+bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint64_t bytes,
+		 bool recent);
+void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+			 struct tier__ext *waiter);
+void tier__tokens_refill(struct tier_engine *e);
+
+/* flush.c */
+int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
+int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
+void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req);
+void tier__sync_background(struct tier_engine *e);
+
+/* agent.c */
+void tier__agent_run(struct tier_engine *e);
+void tier__agent_modes(struct tier_engine *e);
+
+/* hsarch.c */
+void tier__hitsets_start_load(struct tier_engine *e);
+void tier__hitsets_tick(struct tier_engine *e);
+
+/* image.c */
+void tier__image_free(struct tier_image *img);
+
+#endif

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/objmap.c - the object map: a chained hash table from object key
+ * to a 64-byte entry (state, version, mtime, queue, bitmaps), plus the
+ * cached/dirty byte accounting the agent steers by.  It decides when an
+ * entry may be dropped (ABSENT, nothing queued or running, nothing to sync)
+ * and must never drop an entry that an op or job still points at.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtier/engine_int.h"
+
+_Static_assert(sizeof(struct tier__obj) <= 64, "object map entry must stay within 64 bytes");
+
+static size_t alloc_cost(void *p)
+{
+	/* glibc: usable size plus the chunk header */
+	return p ? malloc_usable_size(p) + sizeof(size_t) : 0;
+}
+
+static uint64_t hash_key(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+int tier__map_init(struct tier_engine *e)
+{
+	e->ht_mask = 1023;
+	e->ht = calloc(e->ht_mask + 1, sizeof(*e->ht));
+	return e->ht ? 0 : -ENOMEM;
+}
+
+void tier__map_fini(struct tier_engine *e)
+{
+	if (!e->ht)
+		return;
+	for (size_t i = 0; i <= e->ht_mask; i++) {
+		struct tier__obj *o = e->ht[i], *n;
+		for (; o; o = n) {
+			n = o->hnext;
+			free(o->bits);
+			free(o);
+		}
+	}
+	free(e->ht);
+	e->ht = NULL;
+}
+
+static void map_grow(struct tier_engine *e)
+{
+	size_t nmask = e->ht_mask * 2 + 1;
+	struct tier__obj **nt = calloc(nmask + 1, sizeof(*nt));
+
+	if (!nt)
+		return;   /* keep the longer chains; still correct */
+	for (size_t i = 0; i <= e->ht_mask; i++) {
+		struct tier__obj *o = e->ht[i], *n;
+		for (; o; o = n) {
+			size_t b = hash_key(o->key) & nmask;
+			n = o->hnext;
+			o->hnext = nt[b];
+			nt[b] = o;
+		}
+	}
+	free(e->ht);
+	e->ht = nt;
+	e->ht_mask = nmask;
+}
+
+struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key)
+{
+	struct tier__obj *o = e->ht[hash_key(key) & e->ht_mask];
+
+	while (o && o->key != key)
+		o = o->hnext;
+	return o;
+}
+
+struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, uint64_t objno)
+{
+	uint64_t key = TIER__KEY(img->id, objno);
+	struct tier__obj *o = tier__obj_find(e, key);
+	size_t b;
+
+	if (o)
+		return o;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->key = key;
+	if (objno == img->nobjs - 1 && img->size % e->p.object_size)
+		o->len = (uint32_t)(img->size % e->p.object_size);
+	else
+		o->len = (uint32_t)e->p.object_size;
+	b = hash_key(key) & e->ht_mask;
+	o->hnext = e->ht[b];
+	e->ht[b] = o;
+	e->n_objs++;
+	e->obj_mem += alloc_cost(o);
+	if (e->n_objs > 2 * (e->ht_mask + 1))
+		map_grow(e);
+	return o;
+}
+
+bool tier__obj_busy(const struct tier__obj *o)
+{
+	return o->qhead || o->nrun ||
+	       (o->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING |
+			    TIER__OF_EXCL | TIER__OF_PQUEUED));
+}
+
+void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
+{
+	struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(o->key));
+	struct tier__obj **pp;
+
+	if (tier__obj_busy(o))
+		return;
+	if (img && img->closed && o->state != TIER__ABSENT) {
+		/* image closed while a job ran: forget the entry (the cache copy stays) */
+		tier__acct_sub(e, o);
+		if (e->pol)
+			e->pol->ops->remove(e->pol, o->key);
+		o->state = TIER__ABSENT;
+		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE);
+	}
+	if (o->state != TIER__ABSENT ||
+	    (o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE)))
+		return;
+	pp = &e->ht[hash_key(o->key) & e->ht_mask];
+	while (*pp != o)
+		pp = &(*pp)->hnext;
+	*pp = o->hnext;
+	e->n_objs--;
+	e->obj_mem -= alloc_cost(o);
+	tier__obj_free_bits(e, o);
+	free(o);
+}
+
+int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o)
+{
+	if (o->bits)
+		return 0;
+	o->bits = calloc(2 * e->nwords, sizeof(uint64_t));
+	if (!o->bits)
+		return -ENOMEM;
+	e->obj_mem += alloc_cost(o->bits);
+	return 0;
+}
+
+void tier__obj_free_bits(struct tier_engine *e, struct tier__obj *o)
+{
+	if (!o->bits)
+		return;
+	e->obj_mem -= alloc_cost(o->bits);
+	free(o->bits);
+	o->bits = NULL;
+}
+
+size_t tier__popcount(const uint64_t *w, size_t nwords)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nwords; i++)
+		n += (size_t)__builtin_popcountll(w[i]);
+	return n;
+}
+
+static uint64_t bits_bytes(const struct tier_engine *e, const struct tier__obj *o,
+			   const uint64_t *w)
+{
+	uint64_t b = 0;
+	uint64_t es = e->p.extent_size;
+
+	for (size_t i = 0; i < e->nwords; i++) {
+		uint64_t v = w[i];
+		while (v) {
+			size_t bit = i * 64 + (size_t)__builtin_ctzll(v);
+			uint64_t start = bit * es, end = start + es;
+			v &= v - 1;
+			if (start >= o->len)
+				continue;
+			b += (end > o->len ? o->len : end) - start;
+		}
+	}
+	return b;
+}
+
+uint64_t tier__obj_cached_bytes(const struct tier_engine *e, const struct tier__obj *o)
+{
+	if (o->state == TIER__ABSENT)
+		return 0;
+	return o->bits ? bits_bytes(e, o, o->bits) : o->len;
+}
+
+uint64_t tier__obj_dirty_bytes(const struct tier_engine *e, const struct tier__obj *o)
+{
+	if (o->state != TIER__DIRTY)
+		return 0;
+	return o->bits ? bits_bytes(e, o, o->bits + e->nwords) : o->len;
+}
+
+void tier__acct_sub(struct tier_engine *e, const struct tier__obj *o)
+{
+	if (o->state == TIER__ABSENT)
+		return;
+	e->n_cached--;
+	e->cached_bytes -= tier__obj_cached_bytes(e, o);
+	if (o->state == TIER__DIRTY) {
+		e->n_dirty--;
+		e->dirty_bytes -= tier__obj_dirty_bytes(e, o);
+	}
+}
+
+void tier__acct_add(struct tier_engine *e, const struct tier__obj *o)
+{
+	if (o->state == TIER__ABSENT)
+		return;
+	e->n_cached++;
+	e->cached_bytes += tier__obj_cached_bytes(e, o);
+	if (o->state == TIER__DIRTY) {
+		e->n_dirty++;
+		e->dirty_bytes += tier__obj_dirty_bytes(e, o);
+	}
+}
+
+void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag)
+{
+	bool had = o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C);
+
+	o->flags |= flag;
+	if (had)
+		return;
+	if (e->n_unsync == e->cap_unsync) {
+		size_t nc = e->cap_unsync ? e->cap_unsync * 2 : 256;
+		uint64_t *n = realloc(e->unsync, nc * sizeof(*n));
+		if (!n) {
+			/* cannot track it: forget the flag; FLUSH then cannot cover it */
+			o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C);
+			tier__log(e, TIER_LOG_WARN, "out of memory tracking unsynced objects");
+			return;
+		}
+		e->unsync = n;
+		e->cap_unsync = nc;
+	}
+	e->unsync[e->n_unsync++] = o->key;
+}
+
+int tier__meta_encode_obj(const struct tier_engine *e, uint32_t flags, uint64_t version,
+			  const uint64_t *valid, const uint64_t *dirty, void *buf)
+{
+	struct tier_meta m = {
+		.version = version,
+		.flags = flags,
+		.object_size = (uint32_t)e->p.object_size,
+	};
+
+	if (valid) {
+		m.flags |= TIER_META_F_EXTENTS;
+		m.extent_size = (uint32_t)e->p.extent_size;
+		m.nbits = e->nbits;
+		m.valid = (uint64_t *)valid;
+		m.dirty = (uint64_t *)dirty;
+	}
+	return tier_meta_encode(&m, buf, TIER_META_MAX);
+}
+
+void tier__map_foreach(struct tier_engine *e,
+		       void (*fn)(struct tier_engine *e, struct tier__obj *o, void *arg), void *arg)
+{
+	for (size_t i = 0; i <= e->ht_mask; i++) {
+		struct tier__obj *o = e->ht[i], *n;
+		for (; o; o = n) {
+			n = o->hnext;
+			fn(e, o, arg);
+		}
+	}
+}

@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/store/local_io.c - what one op of the local backend does to the
+ * pool directory: one file per object (name percent-encoded), metadata and
+ * version in the `user.tier.meta` xattr or, where the filesystem refuses user
+ * xattrs or the record is too big for one, in a hidden sidecar file replaced
+ * atomically.  It decides the order of an op's durable steps (pre_meta, data,
+ * meta) so that a crash never leaves new data under old metadata, and holds
+ * the object's stripe lock from guard check to last step.  It must never let
+ * two ops on one object interleave their guard and their effect, and never
+ * write anything once the crash simulation has tripped.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "tier/store.h"
+#include "store_internal.h"
+#include "local.h"
+
+#define META_XATTR         "user.tier.meta"
+/*
+ * The record in the xattr or sidecar, little-endian:
+ *   0 magic u32 "TIER"   4 format u16 (1)   6 header length u16 (28)
+ *   8 version u64        16 mtime_ns u64 (CLOCK_REALTIME of the write)
+ *   24 meta_len u32      28 meta bytes
+ */
+#define META_MAGIC         0x52454954u
+#define META_FORMAT        1u
+#define META_HDR           28u
+#define META_REC_MAX       (META_HDR + TIER_META_MAX)
+/* encoded name + ".meta" behind a leading '.' must fit NAME_MAX */
+#define ENC_MAX            (NAME_MAX - 6)
+
+_Static_assert(META_HDR == 4 + 2 + 2 + 8 + 8 + 4, "tier.meta record header layout");
+
+struct meta_rec {
+	bool present;
+	uint64_t version, mtime_ns;
+	uint32_t len;
+	uint8_t buf[TIER_META_MAX];
+};
+
+/* One op on one object, run by a worker under the object's stripe lock. */
+struct opctx {
+	struct local_be *L;
+	struct tier_store_op *op;
+	char enc[ENC_MAX + 1];
+	int fd;                     /* -1: object absent */
+	bool direct, created, dir_synced, meta_read;
+	struct meta_rec m;
+};
+
+/* ---- little helpers ---- */
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
+static int sync_fd(int fd, bool data_only)
+{
+	int rc = data_only ? fdatasync(fd) : fsync(fd);
+
+	return rc < 0 ? neg_errno() : 0;
+}
+
+static ssize_t read_full(int fd, void *buf, size_t len, off_t off, bool direct)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return neg_errno();
+		if (n == 0)
+			break;
+		done += (size_t)n;
+		/* O_DIRECT returns short only at EOF; the next offset may be unaligned */
+		if (direct && (size_t)n % LOCAL_ALIGN)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+static int write_full(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return neg_errno();
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- object names: percent-encoding, so any oid is one safe file name ---- */
+
+static bool raw_ok(unsigned char c, size_t pos)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '_' || (c == '.' && pos > 0);
+}
+
+static int enc_name(const char *oid, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+
+	for (size_t i = 0; oid[i]; i++) {
+		unsigned char c = (unsigned char)oid[i];
+
+		if (raw_ok(c, i)) {
+			if (n + 1 >= cap)
+				return -ENAMETOOLONG;
+			out[n++] = (char)c;
+		} else {
+			if (n + 3 >= cap)
+				return -ENAMETOOLONG;
+			out[n++] = '%';
+			out[n++] = hex[c >> 4];
+			out[n++] = hex[c & 15];
+		}
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Only canonical encodings decode, so two files never name one object. */
+static int dec_name(const char *name, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	if (name[0] == '\0' || name[0] == '.')
+		return -EINVAL;
+	for (size_t i = 0; name[i]; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c == '%') {
+			int h = hexval(name[i + 1]);
+			int l = h < 0 ? -1 : hexval(name[i + 2]);
+
+			if (l < 0)
+				return -EINVAL;
+			c = (unsigned char)(h << 4 | l);
+			if (c == 0 || raw_ok(c, n))
+				return -EINVAL;
+			i += 2;
+		} else if (!raw_ok(c, n)) {
+			return -EINVAL;
+		}
+		if (n + 1 >= cap)
+			return -EINVAL;
+		out[n++] = (char)c;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+static void side_name(const char *enc, char *out)
+{
+	snprintf(out, NAME_MAX + 1, ".%s.meta", enc);
+}
+
+static void tmp_name(const char *enc, char *out)
+{
+	snprintf(out, NAME_MAX + 1, ".%s.tmp", enc);
+}
+
+/* ---- crash simulation ---- */
+
+/* Before each durable step: 0 to go ahead, -EIO once the budget is spent. */
+static int step(struct local_be *L)
+{
+	int rc = 0;
+
+	if (atomic_load(&L->dead))
+		return -EIO;
+	if (!L->crash_after)
+		return 0;
+	pthread_mutex_lock(&L->crash_lock);
+	if (L->steps >= L->crash_after) {
+		atomic_store(&L->dead, true);
+		rc = -EIO;
+	} else if (++L->steps == L->crash_after) {
+		/* this step still happens; nothing after it does */
+		atomic_store(&L->dead, true);
+	}
+	pthread_mutex_unlock(&L->crash_lock);
+	return rc;
+}
+
+/* ---- metadata record: xattr first, sidecar as fallback ---- */
+
+static int meta_parse(const uint8_t *rec, size_t n, struct meta_rec *m)
+{
+	uint32_t hdr, len;
+
+	if (n < META_HDR || get_le(rec, 4) != META_MAGIC || get_le(rec + 4, 2) != META_FORMAT)
+		return -EIO;
+	hdr = (uint32_t)get_le(rec + 6, 2);
+	len = (uint32_t)get_le(rec + 24, 4);
+	if (hdr < META_HDR || len > TIER_META_MAX || (size_t)hdr + len != n)
+		return -EIO;
+	m->present = true;
+	m->version = get_le(rec + 8, 8);
+	m->mtime_ns = get_le(rec + 16, 8);
+	m->len = len;
+	memcpy(m->buf, rec + hdr, len);
+	return 0;
+}
+
+static size_t meta_encode(uint8_t *rec, uint64_t version, const void *meta, uint32_t len)
+{
+	put_le(rec, META_MAGIC, 4);
+	put_le(rec + 4, META_FORMAT, 2);
+	put_le(rec + 6, META_HDR, 2);
+	put_le(rec + 8, version, 8);
+	put_le(rec + 16, tier__realtime_ns(), 8);
+	put_le(rec + 24, len, 4);
+	if (len)
+		memcpy(rec + META_HDR, meta, len);
+	return META_HDR + len;
+}
+
+static bool xattr_unsupported(int err)
+{
+	return err == ENOTSUP || err == EOPNOTSUPP;
+}
+
+/*
+ * Readers prefer the xattr, so a stale sidecar next to an xattr is harmless;
+ * a sidecar alone is the record.  Objects are created only after their old
+ * sidecar is unlinked (obj_create), so a sidecar never outlives its object
+ * into a new one.
+ */
+static int meta_get(struct opctx *c)
+{
+	struct local_be *L = c->L;
+	uint8_t rec[META_REC_MAX];
+	char side[NAME_MAX + 1];
+	ssize_t n;
+	int sfd;
+
+	memset(&c->m, 0, offsetof(struct meta_rec, buf));
+	c->meta_read = true;
+	if (!atomic_load(&L->sidecar_only)) {
+		n = fgetxattr(c->fd, META_XATTR, rec, sizeof(rec));
+		if (n >= 0)
+			return meta_parse(rec, (size_t)n, &c->m);
+		if (xattr_unsupported(errno))
+			atomic_store(&L->sidecar_only, true);
+		else if (errno == ERANGE)
+			return -EIO;
+		else if (errno != ENODATA)
+			return neg_errno();
+	}
+	side_name(c->enc, side);
+	sfd = openat(L->dirfd, side, O_RDONLY | O_CLOEXEC);
+	if (sfd < 0)
+		return errno == ENOENT ? 0 : neg_errno();
+	n = read_full(sfd, rec, sizeof(rec), 0, false);
+	close(sfd);
+	if (n < 0)
+		return (int)n;
+	return meta_parse(rec, (size_t)n, &c->m);
+}
+
+/* write tmp + fsync + rename: a reader sees the old record or the new one */
+static int sidecar_write(struct opctx *c, const uint8_t *rec, size_t n, bool durable)
+{
+	struct local_be *L = c->L;
+	char tmp[NAME_MAX + 1], side[NAME_MAX + 1];
+	int tfd, rc;
+
+	tmp_name(c->enc, tmp);
+	side_name(c->enc, side);
+	tfd = openat(L->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (tfd < 0)
+		return neg_errno();
+	rc = write_full(tfd, rec, n, 0);
+	if (rc == 0)
+		rc = sync_fd(tfd, false);
+	close(tfd);
+	if (rc == 0 && renameat(L->dirfd, tmp, L->dirfd, side) < 0)
+		rc = neg_errno();
+	if (rc < 0) {
+		unlinkat(L->dirfd, tmp, 0);
+		return rc;
+	}
+	return durable ? sync_fd(L->dirfd, false) : 0;
+}
+
+static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_t len,
+		    bool durable)
+{
+	struct local_be *L = c->L;
+	uint8_t rec[META_REC_MAX];
+	size_t n = meta_encode(rec, version, meta, len);
+	bool spill = false;
+	int rc;
+
+	c->meta_read = false;
+	if (!atomic_load(&L->sidecar_only)) {
+		if (fsetxattr(c->fd, META_XATTR, rec, n, 0) == 0)
+			return durable ? sync_fd(c->fd, false) : 0;
+		if (xattr_unsupported(errno))
+			atomic_store(&L->sidecar_only, true);
+		else if (errno == E2BIG || errno == ENOSPC || errno == ERANGE)
+			spill = true;   /* record too big for this fs's xattrs */
+		else
+			return neg_errno();
+	}
+	rc = sidecar_write(c, rec, n, durable);
+	if (rc < 0 || !spill)
+		return rc;
+	/* the sidecar is durable; now retire the xattr readers would prefer */
+	if (fremovexattr(c->fd, META_XATTR) < 0 && errno != ENODATA)
+		return neg_errno();
+	return durable ? sync_fd(c->fd, false) : 0;
+}
+
+/* ---- object files ---- */
+
+static int open_flags(struct local_be *L, bool direct)
+{
+	int fl = O_RDWR | O_CLOEXEC;
+
+	if (direct && atomic_load(&L->direct_ok))
+		fl |= O_DIRECT;
+	return fl;
+}
+
+static int obj_openat(struct opctx *c, int extra, mode_t mode)
+{
+	struct local_be *L = c->L;
+	int fl = open_flags(L, c->direct) | extra;
+	int fd = openat(L->dirfd, c->enc, fl, mode);
+
+	if (fd < 0 && errno == EINVAL && (fl & O_DIRECT)) {
+		/* tmpfs and friends: fall back to buffered for good */
+		atomic_store(&L->direct_ok, false);
+		fd = openat(L->dirfd, c->enc, fl & ~O_DIRECT, mode);
+	}
+	return fd < 0 ? neg_errno() : fd;
+}
+
+static int obj_create(struct opctx *c)
+{
+	char side[NAME_MAX + 1];
+	int fd;
+
+	if (c->fd >= 0)
+		return 0;
+	/* a sidecar left by a removed object must not become this one's meta */
+	side_name(c->enc, side);
+	if (unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT)
+		return neg_errno();
+	fd = obj_openat(c, O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		return fd;
+	c->fd = fd;
+	c->created = true;
+	return 0;
+}
+
+/* A new file's directory entry is durable only after the directory is synced. */
+static int sync_new_entry(struct opctx *c)
+{
+	if (!c->created || c->dir_synced)
+		return 0;
+	c->dir_synced = true;
+	return sync_fd(c->L->dirfd, false);
+}
+
+/* ---- the ops ---- */
+
+static int guard(struct opctx *c)
+{
+	const struct tier_store_op *op = c->op;
+	int rc;
+
+	if (op->flags & TIER_STORE_F_EXCL)
+		return c->fd >= 0 ? -EEXIST : 0;
+	if (!(op->flags & TIER_STORE_F_GUARD))
+		return 0;
+	if (c->fd < 0)
+		return -ECANCELED;
+	rc = meta_get(c);
+	if (rc < 0)
+		return rc;
+	return c->m.version == op->expect_version ? 0 : -ECANCELED;
+}
+
+static int do_read(struct opctx *c)
+{
+	struct tier_store_op *op = c->op;
+	ssize_t n;
+
+	if (c->fd < 0)
+		return -ENOENT;
+	n = read_full(c->fd, op->buf, op->len, (off_t)op->off, c->direct);
+	if (n < 0)
+		return (int)n;
+	memset((char *)op->buf + n, 0, op->len - (size_t)n);
+	return (int)op->len;
+}
+
+static int zero_range(int fd, uint64_t off, uint64_t len)
+{
+	static const uint8_t zeros[65536];
+	struct stat st;
+	uint64_t end = off + len, size;
+	int rc;
+
+	if (fstat(fd, &st) < 0)
+		return neg_errno();
+	size = (uint64_t)st.st_size;
+	if (off < size) {
+		uint64_t pe = end < size ? end : size;
+
+		if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)off, (off_t)(pe - off)) < 0) {
+			if (errno != EOPNOTSUPP && errno != ENOSYS)
+				return neg_errno();
+			for (uint64_t o = off; o < pe; o += sizeof(zeros)) {
+				uint64_t n = pe - o < sizeof(zeros) ? pe - o : sizeof(zeros);
+
+				rc = write_full(fd, zeros, n, (off_t)o);
+				if (rc < 0)
+					return rc;
+			}
+		}
+	}
+	if (end > size && ftruncate(fd, (off_t)end) < 0)
+		return neg_errno();
+	return 0;
+}
+
+/*
+ * WRITE and ZERO.  Order: pre_meta (durable first when FUA), data, meta.  A
+ * crash between steps leaves the old state, pre_meta with some of the data,
+ * or everything: never new data under the old meta.
+ */
+static int do_write(struct opctx *c)
+{
+	struct tier_store_op *op = c->op;
+	bool fua = op->flags & TIER_STORE_F_FUA, meta = op->flags & TIER_STORE_F_META;
+	int rc;
+
+	if (meta && op->pre_meta) {
+		if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
+			return rc;
+		rc = meta_put(c, op->version, op->pre_meta, op->pre_meta_len, fua);
+		if (rc < 0 || (fua && (rc = sync_new_entry(c)) < 0))
+			return rc;
+	}
+	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
+		return rc;
+	if (op->opcode == TIER_STORE_WRITE)
+		rc = write_full(c->fd, op->buf, op->len, (off_t)op->off);
+	else
+		rc = zero_range(c->fd, op->off, op->len);
+	/* with FUA the data is durable before the meta that vouches for it */
+	if (rc == 0 && fua)
+		rc = sync_fd(c->fd, true);
+	if (rc < 0)
+		return rc;
+	if (meta) {
+		if ((rc = step(c->L)) < 0)
+			return rc;
+		rc = meta_put(c, op->version, op->meta, op->meta_len, fua);
+		if (rc < 0)
+			return rc;
+	}
+	if (fua && (rc = sync_new_entry(c)) < 0)
+		return rc;
+	return op->opcode == TIER_STORE_WRITE ? (int)op->len : 0;
+}
+
+static int do_setmeta(struct opctx *c)
+{
+	struct tier_store_op *op = c->op;
+	bool fua = op->flags & TIER_STORE_F_FUA;
+	int rc;
+
+	if (c->fd < 0 && !(op->flags & TIER_STORE_F_CREATE))
+		return -ENOENT;
+	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
+		return rc;
+	rc = meta_put(c, op->version, op->meta, op->meta_len, fua);
+	if (rc == 0 && fua)
+		rc = sync_new_entry(c);
+	return rc;
+}
+
+static int do_remove(struct opctx *c)
+{
+	char side[NAME_MAX + 1];
+	int rc;
+
+	if (c->fd < 0)
+		return -ENOENT;
+	if ((rc = step(c->L)) < 0)
+		return rc;
+	if (unlinkat(c->L->dirfd, c->enc, 0) < 0)
+		return neg_errno();
+	side_name(c->enc, side);
+	if (unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT)
+		return neg_errno();
+	if (c->op->flags & TIER_STORE_F_FUA)
+		return sync_fd(c->L->dirfd, false);
+	return 0;
+}
+
+static int do_stat(struct opctx *c)
+{
+	struct tier_store_op *op = c->op;
+	struct stat st;
+	uint64_t mt;
+	int rc;
+
+	if (c->fd < 0)
+		return -ENOENT;
+	if (fstat(c->fd, &st) < 0)
+		return neg_errno();
+	if (!c->meta_read && (rc = meta_get(c)) < 0)
+		return rc;
+	mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+	op->obj_size = (uint64_t)st.st_size;
+	op->obj_version = c->m.version;
+	/* SETMETA leaves the file's mtime alone; the record keeps its own */
+	op->obj_mtime_ns = c->m.mtime_ns > mt ? c->m.mtime_ns : mt;
+	op->meta_len_out = c->m.len;
+	if (op->meta_buf && c->m.len) {
+		if (c->m.len > op->meta_cap)
+			return -ERANGE;
+		memcpy(op->meta_buf, c->m.buf, c->m.len);
+	}
+	return 0;
+}
+
+static int do_list(struct local_be *L, struct tier_store_op *op)
+{
+	size_t plen = strlen(op->prefix), n = 0, cap = 0;
+	char **names = NULL, oid[TIER_OID_MAX];
+	struct dirent *de;
+	DIR *d = NULL;
+	int dfd, rc = 0;
+
+	dfd = openat(L->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return neg_errno();
+	d = fdopendir(dfd);
+	if (!d) {
+		rc = neg_errno();
+		close(dfd);
+		return rc;
+	}
+	while ((de = readdir(d)) != NULL) {
+		/* hidden names are sidecars, temp files and probes */
+		if (de->d_name[0] == '.' || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
+			continue;
+		if (dec_name(de->d_name, oid, sizeof(oid)) < 0 ||
+		    strncmp(oid, op->prefix, plen) != 0)
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap ? cap * 2 : 64) * sizeof(*nn));
+
+			if (!nn) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			names = nn;
+			cap = cap ? cap * 2 : 64;
+		}
+		names[n] = strdup(oid);
+		if (!names[n]) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		n++;
+	}
+	op->names = names;
+	op->n_names = n;
+	names = NULL;
+	rc = (int)n;
+out:
+	if (names)
+		tier_store_list_free(names, n);
+	closedir(d);
+	return rc;
+}
+
+static bool aligned(const struct tier_store_op *op)
+{
+	return (op->off % LOCAL_ALIGN) == 0 && (op->len % LOCAL_ALIGN) == 0 &&
+	       ((uintptr_t)op->buf % LOCAL_ALIGN) == 0;
+}
+
+int tier__local_run(struct local_be *L, struct tier_store_op *op)
+{
+	struct opctx c = { .L = L, .op = op, .fd = -1 };
+	pthread_mutex_t *stripe;
+	int rc;
+
+	if (op->opcode == TIER_STORE_LIST)
+		return do_list(L, op);
+	rc = enc_name(op->oid, c.enc, sizeof(c.enc));
+	if (rc < 0)
+		return rc;
+	c.direct = L->direct_io && aligned(op) &&
+		   (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_WRITE);
+	stripe = &L->stripes[tier__hash_str(op->oid) % LOCAL_STRIPES];
+	pthread_mutex_lock(stripe);
+	rc = obj_openat(&c, 0, 0);
+	if (rc == -ENOENT)
+		rc = 0;
+	else if (rc >= 0)
+		c.fd = rc, rc = 0;
+	if (rc < 0 || (rc = guard(&c)) < 0)
+		goto out;
+	if (L->guard_hold_us && (op->flags & (TIER_STORE_F_GUARD | TIER_STORE_F_EXCL)))
+		usleep(L->guard_hold_us);
+	switch (op->opcode) {
+	case TIER_STORE_READ:    rc = do_read(&c); break;
+	case TIER_STORE_WRITE:
+	case TIER_STORE_ZERO:    rc = do_write(&c); break;
+	case TIER_STORE_SETMETA: rc = do_setmeta(&c); break;
+	case TIER_STORE_REMOVE:  rc = do_remove(&c); break;
+	case TIER_STORE_STAT:    rc = do_stat(&c); break;
+	default:                 rc = -ENOTSUP; break;
+	}
+out:
+	if (c.fd >= 0)
+		close(c.fd);
+	pthread_mutex_unlock(stripe);
+	return rc;
+}

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_gen.c - the tier-sim workload tools: fio-compatible generators
+ * (checked against numbers printed by fio-genzipf 3.33), trace parsing of
+ * CSV and fio iolog v2/v3 with rejection of malformed lines, and Belady's
+ * OPT on sequences small enough to check by hand.
+ */
+#undef NDEBUG
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../../tools/gen.h"
+#include "../../tools/opt.h"
+#include "../../tools/trace.h"
+
+/* ---- generators ---- */
+
+/*
+ * `fio-genzipf -t zipf -i 1.1 -b 4096 -g 3 -c` (fio 3.33, seed 1, 786432
+ * draws over 786432 blocks): 107166 distinct blocks hit; the hottest got
+ * 97259 hits, the next 45633, rank 100 got 593; the table (-o 10) says the
+ * top 10% take 83.94% and the top 20% 87.76%.  A non-power-of-two block
+ * count, so the rank hash and the random offset both matter.
+ */
+static void test_zipf_matches_fio_genzipf(void **state)
+{
+	struct gen_dist d;
+	uint64_t *c = NULL;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_ZIPF, 1.1, 786432, 1), 0);
+	assert_int_equal(gen_hit_counts(&d, 786432, &c, &n), 0);
+	assert_int_equal(n, 107166);
+	assert_int_equal(c[0], 97259);
+	assert_int_equal(c[1], 45633);
+	assert_int_equal(c[100], 593);
+	assert_true(fabs(gen_top_share(c, n, 786432, 10, 1) - 0.8394) < 0.00005);
+	assert_true(fabs(gen_top_share(c, n, 786432, 10, 2) - 0.8776) < 0.00005);
+	free(c);
+}
+
+/* Seed 004's own table: -i 1.1 -b 1000000 -g 400: top 10% = 82.86% (fio 2.x). */
+static void test_zipf_seed004_shape(void **state)
+{
+	struct gen_dist d;
+	uint64_t *c = NULL, nr = 400ull * 1024 * 1024 * 1024 / 1000000;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_ZIPF, 1.1, nr, 1), 0);
+	assert_int_equal(gen_hit_counts(&d, nr, &c, &n), 0);
+	assert_true(fabs(gen_top_share(c, n, nr, 10, 1) - 0.8286) < 0.002);
+	assert_true(fabs(gen_top_share(c, n, nr, 10, 2) - 0.8699) < 0.002);
+	free(c);
+}
+
+/* `fio-genzipf -t pareto -i 0.9 -b 4096 -g 3 -c`: 125137 distinct, top 38 hits. */
+static void test_pareto_matches_fio_genzipf(void **state)
+{
+	struct gen_dist d;
+	uint64_t *c = NULL;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_PARETO, 0.9, 786432, 1), 0);
+	assert_int_equal(gen_hit_counts(&d, 786432, &c, &n), 0);
+	assert_int_equal(n, 125137);
+	assert_int_equal(c[0], 38);
+	assert_int_equal(c[100], 31);
+	assert_true(fabs(gen_top_share(c, n, 786432, 10, 1) - 0.3186) < 0.00005);
+	free(c);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The two most drawn values of 20000 draws (most drawn first). */
+static void top_two(struct gen_dist *d, uint64_t out[2])
+{
+	enum { N = 20000 };
+	static uint64_t v[N];
+	uint64_t best[2] = { 0, 0 };
+
+	for (int i = 0; i < N; i++)
+		v[i] = gen_dist_next(d);
+	qsort(v, N, sizeof(v[0]), cmp_u64);
+	for (int i = 0, j; i < N; i = j) {
+		for (j = i; j < N && v[j] == v[i]; j++)
+			;
+		uint64_t c = (uint64_t)(j - i);
+		if (c > best[0]) {
+			best[1] = best[0];
+			out[1] = out[0];
+			best[0] = c;
+			out[0] = v[i];
+		} else if (c > best[1]) {
+			best[1] = c;
+			out[1] = v[i];
+		}
+	}
+}
+
+/*
+ * fio scatters ranks: rank r lands on (r * 0x61c8864680b583eb + rand_off)
+ * mod n.  Without the hash (and with the offset at 0) the two hottest
+ * blocks are 0 and 1.
+ */
+static void test_zipf_hash_scatters_hot_blocks(void **state)
+{
+	const uint64_t nr = 1000003;
+	struct gen_dist d;
+	uint64_t top[2] = { 0, 0 };
+
+	(void)state;
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_ZIPF, 1.1, nr, 7), 0);
+	d.disable_hash = true;
+	gen_dist_set_center(&d, 0.0);
+	top_two(&d, top);
+	assert_int_equal(top[0], 0);
+	assert_int_equal(top[1], 1);
+
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_ZIPF, 1.1, nr, 7), 0);
+	top_two(&d, top);
+	assert_int_equal(top[0], d.rand_off % nr);
+	assert_int_equal(top[1], (0x61c8864680b583ebull + d.rand_off) % nr);
+	assert_true(top[0] > top[1] ? top[0] - top[1] > 1000 : top[1] - top[0] > 1000);
+}
+
+static void test_determinism_and_range(void **state)
+{
+	static const enum gen_dist_type types[] = {
+		GEN_DIST_UNIFORM, GEN_DIST_ZIPF, GEN_DIST_PARETO, GEN_DIST_SEQ,
+	};
+	static const double params[] = { 0, 1.2, 0.3, 0 };
+
+	(void)state;
+	for (size_t t = 0; t < 4; t++) {
+		struct gen_dist a, b, c;
+		int differ = 0;
+
+		assert_int_equal(gen_dist_init(&a, types[t], params[t], 12345, 42), 0);
+		assert_int_equal(gen_dist_init(&b, types[t], params[t], 12345, 42), 0);
+		assert_int_equal(gen_dist_init(&c, types[t], params[t], 12345, 43), 0);
+		for (int i = 0; i < 5000; i++) {
+			uint64_t x = gen_dist_next(&a), y = gen_dist_next(&b), z = gen_dist_next(&c);
+
+			assert_int_equal(x, y);
+			assert_true(x < 12345 && z < 12345);
+			differ += x != z;
+		}
+		if (types[t] != GEN_DIST_SEQ)
+			assert_true(differ > 2500);
+	}
+}
+
+static void test_uniform_is_flat(void **state)
+{
+	struct gen_dist d;
+	uint64_t bucket[10] = { 0 };
+
+	(void)state;
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_UNIFORM, 0, 1000, 9), 0);
+	for (int i = 0; i < 100000; i++)
+		bucket[gen_dist_next(&d) / 100]++;
+	for (int i = 0; i < 10; i++)
+		assert_true(bucket[i] > 9500 && bucket[i] < 10500);
+}
+
+static void test_parse_dist_and_rw(void **state)
+{
+	enum gen_dist_type t;
+	double p;
+	uint32_t w;
+
+	(void)state;
+	assert_int_equal(gen_dist_parse("zipf:1.1", &t, &p), 0);
+	assert_int_equal(t, GEN_DIST_ZIPF);
+	assert_true(p == 1.1);
+	assert_int_equal(gen_dist_parse("pareto:0.9", &t, &p), 0);
+	assert_int_equal(t, GEN_DIST_PARETO);
+	assert_int_equal(gen_dist_parse("uniform", &t, &p), 0);
+	assert_int_equal(t, GEN_DIST_UNIFORM);
+	assert_int_equal(gen_dist_parse("random", &t, &p), 0);
+	assert_int_equal(gen_dist_parse("zipf:1.0", &t, &p), -EINVAL);
+	assert_int_equal(gen_dist_parse("zipf", &t, &p), -EINVAL);
+	assert_int_equal(gen_dist_parse("zipf:x", &t, &p), -EINVAL);
+	assert_int_equal(gen_dist_parse("pareto:1.5", &t, &p), -EINVAL);
+	assert_int_equal(gen_dist_parse("gauss:3", &t, &p), -EINVAL);
+	assert_int_equal(gen_dist_parse("uniform:3", &t, &p), -EINVAL);
+
+	assert_int_equal(gen_parse_rw("write", &w), 0);
+	assert_int_equal(w, 100);
+	assert_int_equal(gen_parse_rw("randread", &w), 0);
+	assert_int_equal(w, 0);
+	assert_int_equal(gen_parse_rw("randrw:70", &w), 0);
+	assert_int_equal(w, 70);
+	assert_int_equal(gen_parse_rw("randrw:101", &w), -EINVAL);
+	assert_int_equal(gen_parse_rw("randrw", &w), -EINVAL);
+	assert_int_equal(gen_parse_rw("trim", &w), -EINVAL);
+}
+
+static void test_workload_mix_and_alignment(void **state)
+{
+	struct gen_workload_opts o = {
+		.type = GEN_DIST_ZIPF, .param = 1.1, .write_pct = 70,
+		.bs = 4096, .size = 64ull << 20, .seed = 5,
+	};
+	struct gen_workload w;
+	int writes = 0;
+
+	(void)state;
+	assert_int_equal(gen_workload_init(&w, &o), 0);
+	for (int i = 0; i < 100000; i++) {
+		struct gen_req r;
+
+		gen_workload_next(&w, &r);
+		assert_int_equal(r.off % 4096, 0);
+		assert_true(r.off + r.len <= o.size);
+		assert_int_equal(r.len, 4096);
+		writes += r.is_write;
+	}
+	assert_true(writes > 69000 && writes < 71000);
+	o.size = 100;
+	assert_int_equal(gen_workload_init(&w, &o), -EINVAL);
+}
+
+/* ---- traces ---- */
+
+static int parse(const char *s, struct trace *t, char *err)
+{
+	return trace_parse_buf(s, strlen(s), t, err, 128);
+}
+
+static void test_trace_csv(void **state)
+{
+	const char *s =
+		"time_us,op,offset,length\n"
+		"# comment\n"
+		"0,W,0,4096\n"
+		"\n"
+		"10, read ,8192,512\r\n"
+		"10,T,4096,4096\n"
+		"25,f,0,0\n"
+		"30,WRITE,1048576,65536";
+	struct trace t;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(parse(s, &t, err), 0);
+	assert_int_equal(t.format, TRACE_FMT_CSV);
+	assert_int_equal(t.n, 5);
+	assert_int_equal(t.recs[0].op, TRACE_OP_WRITE);
+	assert_int_equal(t.recs[1].op, TRACE_OP_READ);
+	assert_int_equal(t.recs[1].off, 8192);
+	assert_int_equal(t.recs[1].len, 512);
+	assert_int_equal(t.recs[1].time_us, 10);
+	assert_int_equal(t.recs[2].op, TRACE_OP_TRIM);
+	assert_int_equal(t.recs[3].op, TRACE_OP_FLUSH);
+	assert_int_equal(t.recs[4].len, 65536);
+	assert_int_equal(t.max_end, 1048576 + 65536);
+	trace_free(&t);
+}
+
+static void expect_reject(const char *s, const char *msg_prefix)
+{
+	struct trace t;
+	char err[128];
+
+	assert_int_equal(parse(s, &t, err), -EINVAL);
+	assert_int_equal(t.n, 0);
+	assert_null(t.recs);
+	if (strncmp(err, msg_prefix, strlen(msg_prefix)))
+		fail_msg("error '%s' does not start with '%s'", err, msg_prefix);
+}
+
+static void test_trace_csv_rejects(void **state)
+{
+	(void)state;
+	expect_reject("0,W,0,4096\n1,W,0\n", "line 2: expected 4 fields");
+	expect_reject("0,W,0,4096\n1,X,0,4096\n", "line 2: bad op 'X'");
+	expect_reject("# c\n0,W,0,4096\n\n1,W,-5,4096\n", "line 4: bad offset");
+	expect_reject("0,W,0,4096\n1,W,0,4k\n", "line 2: bad length");
+	expect_reject("5,W,0,4096\n4,W,0,4096\n", "line 2: time goes backwards");
+	expect_reject("0,R,0,0\n", "line 1: length 0");
+	expect_reject("0,W,0,4096,9\n", "line 1: expected 4 fields");
+	expect_reject("abc,W,0,4096\n", "line 1: bad time");
+}
+
+static void test_trace_iolog_v2(void **state)
+{
+	const char *s =
+		"fio version 2 iolog\n"
+		"/dev/nbd0 add\n"
+		"/dev/nbd0 open\n"
+		"/dev/nbd0 write 0 4096\n"
+		"/dev/nbd0 wait 1500 0\n"
+		"/dev/nbd0 read 4096 8192\n"
+		"/dev/nbd0 sync 0 0\n"
+		"/dev/nbd0 trim 8192 4096\n"
+		"/dev/nbd0 close\n";
+	struct trace t;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(parse(s, &t, err), 0);
+	assert_int_equal(t.format, TRACE_FMT_IOLOG2);
+	assert_int_equal(t.n_files, 1);
+	assert_int_equal(t.n, 4);
+	assert_int_equal(t.recs[0].op, TRACE_OP_WRITE);
+	assert_int_equal(t.recs[0].time_us, 0);
+	assert_int_equal(t.recs[1].op, TRACE_OP_READ);
+	assert_int_equal(t.recs[1].time_us, 1500);
+	assert_int_equal(t.recs[1].len, 8192);
+	assert_int_equal(t.recs[2].op, TRACE_OP_FLUSH);
+	assert_int_equal(t.recs[3].op, TRACE_OP_TRIM);
+	trace_free(&t);
+
+	expect_reject("fio version 2 iolog\nf add\nf write 0\n", "line 3: expected");
+	expect_reject("fio version 2 iolog\nf add\nf frob 0 4096\n", "line 3: bad action");
+	expect_reject("fio version 2 iolog\ng write 0 4096\n", "line 2: file 'g' used before");
+	expect_reject("fio version 2 iolog\nf add\nf delete\n", "line 3: bad file action");
+	expect_reject("fio version 1 iolog\n", "line 1: unsupported");
+}
+
+/* The shape `fio --write_iolog` (3.33) writes: v3, microsecond stamps. */
+static void test_trace_iolog_v3(void **state)
+{
+	const char *s =
+		"fio version 3 iolog\n"
+		"27 f add\n"
+		"217 f open\n"
+		"222 f write 61440 4096\n"
+		"10148 f write 774144 4096\n"
+		"10150 f wait 99999 0\n"
+		"20166 f read 880640 4096\n"
+		"30282 f close\n";
+	struct trace t;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(parse(s, &t, err), 0);
+	assert_int_equal(t.format, TRACE_FMT_IOLOG3);
+	assert_int_equal(t.n, 3);
+	assert_int_equal(t.recs[0].time_us, 222);
+	assert_int_equal(t.recs[1].time_us, 10148);
+	assert_int_equal(t.recs[2].time_us, 20166);   /* wait ignored in v3 */
+	assert_int_equal(t.recs[2].op, TRACE_OP_READ);
+	trace_free(&t);
+
+	expect_reject("fio version 3 iolog\n1 f add\nx f write 0 4096\n", "line 3: bad timestamp");
+	expect_reject("fio version 3 iolog\n1 f add\n9 f write 0 4096\n5 f write 0 4096\n",
+		      "line 4: time goes backwards");
+	expect_reject("fio version 3 iolog\n1 f add\n2 f write 0 4096 7\n", "line 3: expected");
+}
+
+/* ---- OPT ---- */
+
+static void test_opt_textbook(void **state)
+{
+	/* Silberschatz's reference string: OPT with 3 frames has 9 faults. */
+	static const uint64_t s[] = { 7, 0, 1, 2, 0, 3, 0, 4, 2, 3, 0, 3, 2, 1, 2, 0, 1, 7, 0, 1 };
+	struct opt_result r;
+
+	(void)state;
+	assert_int_equal(opt_simulate(s, 20, 3, false, 0, &r), 0);
+	assert_int_equal(r.misses, 9);
+	assert_int_equal(r.compulsory, 6);   /* 7 0 1 2 3 4 */
+	assert_int_equal(r.accesses, 20);
+	assert_true(fabs(r.miss_ratio - 0.45) < 1e-12);
+}
+
+static void test_opt_bypass_by_hand(void **state)
+{
+	/* A B C A B D A B, 2 slots.
+	 * demand: A- B- C-(evict B) A+ B-(evict C) D-(evict B) A+ B-  -> 6 misses
+	 * bypass: A- B- C-(not kept) A+ B+ D-(not kept) A+ B+         -> 4 misses */
+	static const uint64_t s[] = { 1, 2, 3, 1, 2, 4, 1, 2 };
+	struct opt_result r;
+
+	(void)state;
+	assert_int_equal(opt_simulate(s, 8, 2, false, 0, &r), 0);
+	assert_int_equal(r.misses, 6);
+	assert_int_equal(opt_simulate(s, 8, 2, true, 0, &r), 0);
+	assert_int_equal(r.misses, 4);
+	assert_int_equal(opt_simulate(s, 8, 0, true, 0, &r), 0);
+	assert_int_equal(r.misses, 8);
+	assert_int_equal(opt_simulate(s, 8, 4, false, 0, &r), 0);
+	assert_int_equal(r.misses, 4);   /* only compulsory */
+	assert_int_equal(opt_simulate(s, 0, 4, false, 0, &r), 0);
+	assert_int_equal(r.misses, 0);
+	/* warm-up of 3 (A B C): counted A+ B-(evict C) D-(evict B) A+ B- under demand */
+	assert_int_equal(opt_simulate(s, 8, 2, false, 3, &r), 0);
+	assert_int_equal(r.accesses, 5);
+	assert_int_equal(r.misses, 3);
+	assert_int_equal(r.compulsory, 1);   /* D */
+}
+
+/* OPT never loses to LRU on the same sequence, and bypass never loses to demand. */
+static void test_opt_beats_lru(void **state)
+{
+	enum { N = 4000, CAP = 16 };
+	uint64_t s[N], lru[CAP];
+	struct gen_dist d;
+
+	(void)state;
+	assert_int_equal(gen_dist_init(&d, GEN_DIST_ZIPF, 0.8, 200, 3), 0);
+	for (int i = 0; i < N; i++)
+		s[i] = gen_dist_next(&d) * 1000003ull;   /* sparse ids */
+	size_t used = 0;
+	uint64_t lru_miss = 0;
+	for (int i = 0; i < N; i++) {
+		size_t j;
+
+		for (j = 0; j < used && lru[j] != s[i]; j++)
+			;
+		if (j == used) {
+			lru_miss++;
+			if (used < CAP)
+				used++;
+			j = used - 1;
+		}
+		memmove(&lru[1], &lru[0], j * sizeof(lru[0]));
+		lru[0] = s[i];
+	}
+	struct opt_result dem, byp;
+	assert_int_equal(opt_simulate(s, N, CAP, false, 0, &dem), 0);
+	assert_int_equal(opt_simulate(s, N, CAP, true, 0, &byp), 0);
+	assert_true(dem.misses < lru_miss);
+	assert_true(byp.misses <= dem.misses);
+	assert_true(byp.misses >= byp.compulsory);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_zipf_matches_fio_genzipf),
+		cmocka_unit_test(test_zipf_seed004_shape),
+		cmocka_unit_test(test_pareto_matches_fio_genzipf),
+		cmocka_unit_test(test_zipf_hash_scatters_hot_blocks),
+		cmocka_unit_test(test_determinism_and_range),
+		cmocka_unit_test(test_uniform_is_flat),
+		cmocka_unit_test(test_parse_dist_and_rw),
+		cmocka_unit_test(test_workload_mix_and_alignment),
+		cmocka_unit_test(test_trace_csv),
+		cmocka_unit_test(test_trace_csv_rejects),
+		cmocka_unit_test(test_trace_iolog_v2),
+		cmocka_unit_test(test_trace_iolog_v3),
+		cmocka_unit_test(test_opt_textbook),
+		cmocka_unit_test(test_opt_bypass_by_hand),
+		cmocka_unit_test(test_opt_beats_lru),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

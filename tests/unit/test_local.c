@@ -1,0 +1,938 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_local.c - the local backend through the store seam: every op, version
+ * guards, listing and name escaping, the xattr-less sidecar path, concurrent
+ * ops on one object and on many, device-model timing, and the crash order of
+ * pre_meta / data / meta.  Each test runs in a fresh mkdtemp dir under /tmp.
+ */
+#undef NDEBUG
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "tier/store.h"
+
+struct env {
+	char root[64];
+	char pool[96];
+	struct tier_cq *cq;
+	struct tier_store *st;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int open_store(struct env *e, const struct tier_local_opts *extra)
+{
+	struct tier_local_opts o = { 0 };
+
+	if (extra)
+		o = *extra;
+	o.dir = e->pool;
+	return tier_store_local_create("testpool", &o, e->cq, &e->st);
+}
+
+static void close_store(struct env *e)
+{
+	assert_int_equal(tier_store_in_flight(e->st), 0);
+	tier_store_destroy(e->st);
+	e->st = NULL;
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	strcpy(e->root, "/tmp/tier-local-XXXXXX");
+	assert_non_null(mkdtemp(e->root));
+	snprintf(e->pool, sizeof(e->pool), "%s/pools/base", e->root);
+	assert_int_equal(tier_cq_create(NULL, NULL, &e->cq), 0);
+	assert_int_equal(open_store(e, NULL), 0);
+	*state = e;
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	if (e->st)
+		close_store(e);
+	tier_cq_destroy(e->cq);
+	nftw(e->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(e);
+	return 0;
+}
+
+static void count_done(struct tier_store_op *op)
+{
+	(*(int *)op->priv)++;
+}
+
+/* Submit one op and drain until its callback ran; returns its result. */
+static int run(struct env *e, struct tier_store_op *op)
+{
+	int done = 0;
+
+	op->cb = count_done;
+	op->priv = &done;
+	assert_int_equal(tier_store_submit(e->st, op), 0);
+	while (!done) {
+		tier_cq_wait(e->cq, 1000);
+		tier_cq_drain(e->cq);
+	}
+	return op->result;
+}
+
+static int put(struct env *e, const char *oid, uint64_t off, const void *buf, uint64_t len,
+	       uint32_t flags, const char *meta, uint64_t version)
+{
+	struct tier_store_op op = { .opcode = TIER_STORE_WRITE, .flags = flags,
+				    .off = off, .len = len, .buf = (void *)buf,
+				    .version = version };
+
+	snprintf(op.oid, sizeof(op.oid), "%s", oid);
+	if (meta) {
+		op.flags |= TIER_STORE_F_META;
+		op.meta = meta;
+		op.meta_len = (uint32_t)strlen(meta);
+	}
+	return run(e, &op);
+}
+
+static int get(struct env *e, const char *oid, uint64_t off, void *buf, uint64_t len)
+{
+	struct tier_store_op op = { .opcode = TIER_STORE_READ, .off = off, .len = len,
+				    .buf = buf };
+
+	snprintf(op.oid, sizeof(op.oid), "%s", oid);
+	return run(e, &op);
+}
+
+/* STAT; meta (NUL-terminated) into meta[256] */
+static int stat_obj(struct env *e, const char *oid, struct tier_store_op *op, char *meta)
+{
+	memset(op, 0, sizeof(*op));
+	op->opcode = TIER_STORE_STAT;
+	snprintf(op->oid, sizeof(op->oid), "%s", oid);
+	op->meta_buf = meta;
+	op->meta_cap = 255;
+	if (meta)
+		memset(meta, 0, 256);
+	return run(e, op);
+}
+
+static int simple(struct env *e, enum tier_store_opcode opc, const char *oid, uint32_t flags)
+{
+	struct tier_store_op op = { .opcode = opc, .flags = flags };
+
+	snprintf(op.oid, sizeof(op.oid), "%s", oid);
+	return run(e, &op);
+}
+
+static void test_write_read_roundtrip_zero_fills_past_eof(void **state)
+{
+	struct env *e = *state;
+	char buf[64];
+
+	assert_int_equal(put(e, "obj", 10, "hello", 5, 0, NULL, 0), 5);
+	memset(buf, 'x', sizeof(buf));
+	assert_int_equal(get(e, "obj", 0, buf, sizeof(buf)), sizeof(buf));
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(buf[i], (i >= 10 && i < 15) ? "hello"[i - 10] : 0);
+	/* entirely past EOF: all zeros, still len */
+	memset(buf, 'x', sizeof(buf));
+	assert_int_equal(get(e, "obj", 1 << 20, buf, 16), 16);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(buf[i], 0);
+}
+
+static void test_absent_objects_are_enoent(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char buf[8];
+
+	assert_int_equal(get(e, "nope", 0, buf, 8), -ENOENT);
+	assert_int_equal(stat_obj(e, "nope", &op, NULL), -ENOENT);
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "nope", 0), -ENOENT);
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_SETMETA;
+	op.flags = TIER_STORE_F_META;
+	op.meta = "m";
+	op.meta_len = 1;
+	strcpy(op.oid, "nope");
+	assert_int_equal(run(e, &op), -ENOENT);
+	op.flags |= TIER_STORE_F_CREATE;
+	op.version = 3;
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(stat_obj(e, "nope", &op, NULL), 0);
+	assert_int_equal(op.obj_size, 0);
+	assert_int_equal(op.obj_version, 3);
+}
+
+static void test_stat_reports_size_version_mtime_meta(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256];
+	uint64_t before = (uint64_t)time(NULL) * 1000000000ull;
+
+	assert_int_equal(put(e, "obj", 100, "abcd", 4, 0, "clean-v7", 7), 4);
+	assert_int_equal(stat_obj(e, "obj", &op, meta), 0);
+	assert_int_equal(op.obj_size, 104);
+	assert_int_equal(op.obj_version, 7);
+	assert_int_equal(op.meta_len_out, 8);
+	assert_string_equal(meta, "clean-v7");
+	assert_true(op.obj_mtime_ns + 2000000000ull >= before);
+	assert_true(op.obj_mtime_ns <= before + 10000000000ull);
+	/* a plain write keeps meta and version */
+	assert_int_equal(put(e, "obj", 0, "zz", 2, 0, NULL, 0), 2);
+	assert_int_equal(stat_obj(e, "obj", &op, meta), 0);
+	assert_int_equal(op.obj_version, 7);
+	assert_string_equal(meta, "clean-v7");
+	/* a too-small meta buffer is -ERANGE, with the needed length */
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_STAT;
+	strcpy(op.oid, "obj");
+	op.meta_buf = meta;
+	op.meta_cap = 3;
+	assert_int_equal(run(e, &op), -ERANGE);
+	assert_int_equal(op.meta_len_out, 8);
+}
+
+static void test_zero_punches_and_extends(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	static uint8_t buf[16384];
+
+	memset(buf, 0xAA, 8192);
+	assert_int_equal(put(e, "z", 0, buf, 8192, 0, NULL, 0), 8192);
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_ZERO;
+	strcpy(op.oid, "z");
+	op.off = 4096;
+	op.len = 8192;
+	op.flags = TIER_STORE_F_META;
+	op.meta = "zeroed";
+	op.meta_len = 6;
+	op.version = 2;
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(stat_obj(e, "z", &op, NULL), 0);
+	assert_int_equal(op.obj_size, 12288);
+	assert_int_equal(op.obj_version, 2);
+	memset(buf, 0x55, sizeof(buf));
+	assert_int_equal(get(e, "z", 0, buf, 12288), 12288);
+	for (int i = 0; i < 12288; i++)
+		assert_int_equal(buf[i], i < 4096 ? 0xAA : 0);
+	/* ZERO creates an absent object, like WRITE */
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_ZERO;
+	strcpy(op.oid, "z2");
+	op.off = 0;
+	op.len = 5000;
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(stat_obj(e, "z2", &op, NULL), 0);
+	assert_int_equal(op.obj_size, 5000);
+}
+
+static void test_remove_deletes_data_and_meta(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256];
+
+	assert_int_equal(put(e, "r", 0, "data", 4, 0, "m1", 1), 4);
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "r", 0), 0);
+	assert_int_equal(stat_obj(e, "r", &op, NULL), -ENOENT);
+	/* a recreated object starts without the old meta */
+	assert_int_equal(put(e, "r", 0, "new", 3, 0, NULL, 0), 3);
+	assert_int_equal(stat_obj(e, "r", &op, meta), 0);
+	assert_int_equal(op.obj_version, 0);
+	assert_int_equal(op.meta_len_out, 0);
+	assert_int_equal(op.obj_size, 3);
+}
+
+static void test_guards_fail_without_changing_anything(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char buf[4], meta[256];
+
+	/* GUARD on an absent object */
+	memset(&op, 0, sizeof(op));
+	assert_int_equal(put(e, "g", 0, "AAAA", 4, TIER_STORE_F_GUARD, NULL, 0), -ECANCELED);
+	assert_int_equal(stat_obj(e, "g", &op, NULL), -ENOENT);
+	/* EXCL creates once */
+	assert_int_equal(put(e, "g", 0, "AAAA", 4, TIER_STORE_F_EXCL, "v5", 5), 4);
+	assert_int_equal(put(e, "g", 0, "BBBB", 4, TIER_STORE_F_EXCL, "v6", 6), -EEXIST);
+	/* GUARD with the wrong version */
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_WRITE;
+	op.flags = TIER_STORE_F_GUARD | TIER_STORE_F_META;
+	strcpy(op.oid, "g");
+	op.buf = "CCCC";
+	op.len = 4;
+	op.meta = "v6";
+	op.meta_len = 2;
+	op.version = 6;
+	op.expect_version = 4;
+	assert_int_equal(run(e, &op), -ECANCELED);
+	assert_int_equal(get(e, "g", 0, buf, 4), 4);
+	assert_memory_equal(buf, "AAAA", 4);
+	assert_int_equal(stat_obj(e, "g", &op, meta), 0);
+	assert_int_equal(op.obj_version, 5);
+	assert_string_equal(meta, "v5");
+	/* GUARD with the right version */
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_WRITE;
+	op.flags = TIER_STORE_F_GUARD | TIER_STORE_F_META;
+	strcpy(op.oid, "g");
+	op.buf = "CCCC";
+	op.len = 4;
+	op.meta = "v6";
+	op.meta_len = 2;
+	op.version = 6;
+	op.expect_version = 5;
+	assert_int_equal(run(e, &op), 4);
+	assert_int_equal(stat_obj(e, "g", &op, meta), 0);
+	assert_int_equal(op.obj_version, 6);
+	/* guarded REMOVE (evict) honours the version too */
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_REMOVE;
+	op.flags = TIER_STORE_F_GUARD;
+	strcpy(op.oid, "g");
+	op.expect_version = 5;
+	assert_int_equal(run(e, &op), -ECANCELED);
+	op.expect_version = 6;
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(stat_obj(e, "g", &op, NULL), -ENOENT);
+}
+
+static int has_name(char **names, size_t n, const char *want)
+{
+	int hits = 0;
+
+	for (size_t i = 0; i < n; i++)
+		hits += strcmp(names[i], want) == 0;
+	return hits;
+}
+
+static void test_list_prefix_escapes_and_skips_hidden(void **state)
+{
+	struct env *e = *state;
+	static const char *const oids[] = {
+		"rbd_data.1.0001", "rbd_data.1.0002", "rbd_data.2.0001",
+		"a/b", ".hidden", "100%", "sp ace",
+	};
+	struct tier_store_op op;
+	char path[256];
+	int fd;
+
+	for (size_t i = 0; i < 7; i++)
+		assert_int_equal(put(e, oids[i], 0, "x", 1, 0, "m", 1), 1);
+	/* foreign and hidden files in the pool dir are not objects */
+	snprintf(path, sizeof(path), "%s/.junk.tmp", e->pool);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/bad%%zz", e->pool);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	/* '/' and a leading '.' never reach the file system raw */
+	snprintf(path, sizeof(path), "%s/a%%2Fb", e->pool);
+	assert_int_equal(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/%%2Ehidden", e->pool);
+	assert_int_equal(access(path, F_OK), 0);
+
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_LIST;
+	op.prefix = "rbd_data.1.";
+	assert_int_equal(run(e, &op), 2);
+	assert_int_equal(op.n_names, 2);
+	assert_int_equal(has_name(op.names, op.n_names, "rbd_data.1.0001"), 1);
+	assert_int_equal(has_name(op.names, op.n_names, "rbd_data.1.0002"), 1);
+	tier_store_list_free(op.names, op.n_names);
+
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_LIST;
+	op.prefix = "";
+	assert_int_equal(run(e, &op), 7);
+	for (size_t i = 0; i < 7; i++)
+		assert_int_equal(has_name(op.names, op.n_names, oids[i]), 1);
+	tier_store_list_free(op.names, op.n_names);
+}
+
+static void test_name_too_long_after_escaping(void **state)
+{
+	struct env *e = *state;
+	char oid[TIER_OID_MAX];
+
+	memset(oid, '/', sizeof(oid) - 1);
+	oid[sizeof(oid) - 1] = '\0';
+	assert_int_equal(put(e, oid, 0, "x", 1, 0, NULL, 0), -ENAMETOOLONG);
+	memset(oid, 'a', sizeof(oid) - 1);
+	assert_int_equal(put(e, oid, 0, "x", 1, 0, NULL, 0), 1);
+}
+
+static void reopen(struct env *e, const struct tier_local_opts *o)
+{
+	close_store(e);
+	assert_int_equal(open_store(e, o), 0);
+}
+
+static void test_sidecar_fallback_when_xattrs_refused(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], path[256];
+
+	setenv("TIER_LOCAL_FORCE_SIDECAR", "1", 1);
+	reopen(e, NULL);
+	assert_int_equal(put(e, "a/b", 0, "data", 4, 0, "side-1", 1), 4);
+	snprintf(path, sizeof(path), "%s/.a%%2Fb.meta", e->pool);
+	assert_int_equal(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/a%%2Fb", e->pool);
+	assert_true(getxattr(path, "user.tier.meta", meta, sizeof(meta)) < 0);
+	assert_int_equal(stat_obj(e, "a/b", &op, meta), 0);
+	assert_int_equal(op.obj_version, 1);
+	assert_string_equal(meta, "side-1");
+	/* the sidecar survives a restart and is not listed */
+	reopen(e, NULL);
+	unsetenv("TIER_LOCAL_FORCE_SIDECAR");
+	assert_int_equal(stat_obj(e, "a/b", &op, meta), 0);
+	assert_string_equal(meta, "side-1");
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_LIST;
+	op.prefix = "";
+	assert_int_equal(run(e, &op), 1);
+	assert_string_equal(op.names[0], "a/b");
+	tier_store_list_free(op.names, op.n_names);
+	/* back on xattrs: the new record wins over the stale sidecar */
+	reopen(e, NULL);
+	assert_int_equal(put(e, "a/b", 0, "DATA", 4, 0, "xattr-2", 2), 4);
+	assert_int_equal(stat_obj(e, "a/b", &op, meta), 0);
+	assert_int_equal(op.obj_version, 2);
+	assert_string_equal(meta, "xattr-2");
+	/* remove takes the sidecar with it */
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "a/b", 0), 0);
+	snprintf(path, sizeof(path), "%s/.a%%2Fb.meta", e->pool);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+static void test_max_size_meta_roundtrips(void **state)
+{
+	struct env *e = *state;
+	static uint8_t big[TIER_META_MAX], back[TIER_META_MAX];
+	struct tier_store_op op = { .opcode = TIER_STORE_SETMETA,
+				    .flags = TIER_STORE_F_META | TIER_STORE_F_CREATE };
+	char meta[256];
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + 1);
+	strcpy(op.oid, "big");
+	op.meta = big;
+	op.meta_len = sizeof(big);
+	op.version = 9;
+	/* too big for an ext4 xattr: goes to the sidecar, must still read back */
+	assert_int_equal(run(e, &op), 0);
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_STAT;
+	strcpy(op.oid, "big");
+	op.meta_buf = back;
+	op.meta_cap = sizeof(back);
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(op.obj_version, 9);
+	assert_int_equal(op.meta_len_out, sizeof(big));
+	assert_memory_equal(back, big, sizeof(big));
+	/* then a small record replaces it */
+	assert_int_equal(put(e, "big", 0, "x", 1, 0, "small", 10), 1);
+	assert_int_equal(stat_obj(e, "big", &op, meta), 0);
+	assert_int_equal(op.obj_version, 10);
+	assert_string_equal(meta, "small");
+	/* and a big one again */
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_SETMETA;
+	op.flags = TIER_STORE_F_META;
+	strcpy(op.oid, "big");
+	op.meta = big;
+	op.meta_len = sizeof(big);
+	op.version = 11;
+	assert_int_equal(run(e, &op), 0);
+	reopen(e, NULL);
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_STAT;
+	strcpy(op.oid, "big");
+	op.meta_buf = back;
+	op.meta_cap = sizeof(back);
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(op.obj_version, 11);
+	assert_memory_equal(back, big, sizeof(big));
+}
+
+#define N_OBJS 64
+
+static void test_concurrent_ops_on_different_objects(void **state)
+{
+	struct env *e = *state;
+	static struct tier_store_op ops[N_OBJS];
+	static uint8_t bufs[N_OBJS][4096], back[4096];
+	int done = 0;
+
+	for (int i = 0; i < N_OBJS; i++) {
+		memset(bufs[i], i + 1, sizeof(bufs[i]));
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].opcode = TIER_STORE_WRITE;
+		snprintf(ops[i].oid, sizeof(ops[i].oid), "obj.%d", i);
+		ops[i].buf = bufs[i];
+		ops[i].len = sizeof(bufs[i]);
+		ops[i].cb = count_done;
+		ops[i].priv = &done;
+		assert_int_equal(tier_store_submit(e->st, &ops[i]), 0);
+	}
+	while (done < N_OBJS) {
+		tier_cq_wait(e->cq, 1000);
+		tier_cq_drain(e->cq);
+	}
+	for (int i = 0; i < N_OBJS; i++) {
+		char oid[32];
+
+		assert_int_equal(ops[i].result, 4096);
+		snprintf(oid, sizeof(oid), "obj.%d", i);
+		assert_int_equal(get(e, oid, 0, back, sizeof(back)), 4096);
+		assert_memory_equal(back, bufs[i], sizeof(back));
+	}
+}
+
+/* ---- racing guarded increments: every version is won exactly once ---- */
+
+#define N_CLIENTS 8
+#define PER_CLIENT 8
+
+struct client {
+	struct env *e;
+	struct tier_store_op stat, write;
+	uint64_t value;
+	int wins, cancels;
+	int *winners;        /* per version: how many increments claimed it */
+	int *total;
+};
+
+static void client_stat_done(struct tier_store_op *op);
+
+static void client_restat(struct client *c)
+{
+	memset(&c->stat, 0, sizeof(c->stat));
+	c->stat.opcode = TIER_STORE_STAT;
+	strcpy(c->stat.oid, "ctr");
+	c->stat.cb = client_stat_done;
+	c->stat.priv = c;
+	assert_int_equal(tier_store_submit(c->e->st, &c->stat), 0);
+}
+
+static void client_write_done(struct tier_store_op *op)
+{
+	struct client *c = op->priv;
+
+	if (op->result == -ECANCELED) {
+		c->cancels++;
+	} else {
+		assert_int_equal(op->result, 8);
+		c->winners[op->version]++;
+		c->wins++;
+		(*c->total)++;
+	}
+	if (c->wins < PER_CLIENT)
+		client_restat(c);
+}
+
+static void client_stat_done(struct tier_store_op *op)
+{
+	struct client *c = op->priv;
+	uint64_t v = op->obj_version;
+
+	assert_int_equal(op->result, 0);
+	memset(&c->write, 0, sizeof(c->write));
+	c->write.opcode = TIER_STORE_WRITE;
+	c->write.flags = TIER_STORE_F_GUARD | TIER_STORE_F_META;
+	strcpy(c->write.oid, "ctr");
+	c->value = v + 1;
+	c->write.buf = &c->value;
+	c->write.len = sizeof(c->value);
+	c->write.meta = "m";
+	c->write.meta_len = 1;
+	c->write.expect_version = v;
+	c->write.version = v + 1;
+	c->write.cb = client_write_done;
+	c->write.priv = c;
+	assert_int_equal(tier_store_submit(c->e->st, &c->write), 0);
+}
+
+static void test_guarded_increments_race_one_winner_per_version(void **state)
+{
+	struct env *e = *state;
+	struct tier_local_opts o = { .workers = 8 };
+	static struct client cl[N_CLIENTS];
+	int winners[N_CLIENTS * PER_CLIENT + 2] = { 0 }, total = 0, cancels = 0;
+	struct tier_store_op op;
+	uint64_t value = 0;
+	uint64_t start = now_ns();
+
+	setenv("TIER_LOCAL_TEST_GUARD_HOLD_US", "300", 1);
+	reopen(e, &o);
+	unsetenv("TIER_LOCAL_TEST_GUARD_HOLD_US");
+	assert_int_equal(put(e, "ctr", 0, &value, sizeof(value), 0, "m", 0), 8);
+	for (int i = 0; i < N_CLIENTS; i++) {
+		memset(&cl[i], 0, sizeof(cl[i]));
+		cl[i].e = e;
+		cl[i].winners = winners;
+		cl[i].total = &total;
+		client_restat(&cl[i]);
+	}
+	while (total < N_CLIENTS * PER_CLIENT && now_ns() - start < 20000000000ull) {
+		tier_cq_wait(e->cq, 1000);
+		tier_cq_drain(e->cq);
+	}
+	while (tier_store_in_flight(e->st)) {
+		tier_cq_wait(e->cq, 100);
+		tier_cq_drain(e->cq);
+	}
+	assert_int_equal(total, N_CLIENTS * PER_CLIENT);
+	for (int v = 1; v <= N_CLIENTS * PER_CLIENT; v++)
+		assert_int_equal(winners[v], 1);
+	for (int i = 0; i < N_CLIENTS; i++)
+		cancels += cl[i].cancels;
+	/* the clients really raced (else this test proves nothing) */
+	assert_true(cancels > 0);
+	assert_int_equal(stat_obj(e, "ctr", &op, NULL), 0);
+	assert_int_equal(op.obj_version, N_CLIENTS * PER_CLIENT);
+	assert_int_equal(get(e, "ctr", 0, &value, sizeof(value)), 8);
+	assert_int_equal(value, N_CLIENTS * PER_CLIENT);
+}
+
+#define ROUNDS 4
+#define CONTENDERS 8
+#define PAYLOAD (64 * 1024)
+
+/*
+ * Each round, CONTENDERS guarded writes expecting the same version are
+ * submitted at once; the store's test hook holds each op 2 ms between its
+ * guard check and its effect, so a guard that is not atomic with its write
+ * lets several of them through.
+ */
+static void test_batched_guarded_writes_one_winner_per_round(void **state)
+{
+	struct env *e = *state;
+	struct tier_local_opts o = { .workers = 8 };
+	static struct tier_store_op ops[CONTENDERS];
+	static uint8_t payload[CONTENDERS][PAYLOAD], back[PAYLOAD];
+	struct tier_store_op st;
+	int winner = -1;
+
+	setenv("TIER_LOCAL_TEST_GUARD_HOLD_US", "2000", 1);
+	reopen(e, &o);
+	unsetenv("TIER_LOCAL_TEST_GUARD_HOLD_US");
+	assert_int_equal(put(e, "ctr", 0, "x", 1, 0, "m", 0), 1);
+	for (int i = 0; i < CONTENDERS; i++)
+		memset(payload[i], 'a' + i, PAYLOAD);
+	for (uint64_t v = 0; v < ROUNDS; v++) {
+		int done = 0, wins = 0;
+
+		for (int i = 0; i < CONTENDERS; i++) {
+			memset(&ops[i], 0, sizeof(ops[i]));
+			ops[i].opcode = TIER_STORE_WRITE;
+			ops[i].flags = TIER_STORE_F_GUARD | TIER_STORE_F_META;
+			strcpy(ops[i].oid, "ctr");
+			ops[i].buf = payload[i];
+			ops[i].len = PAYLOAD;
+			ops[i].meta = "m";
+			ops[i].meta_len = 1;
+			ops[i].expect_version = v;
+			ops[i].version = v + 1;
+			ops[i].cb = count_done;
+			ops[i].priv = &done;
+			assert_int_equal(tier_store_submit(e->st, &ops[i]), 0);
+		}
+		while (done < CONTENDERS) {
+			tier_cq_wait(e->cq, 1000);
+			tier_cq_drain(e->cq);
+		}
+		for (int i = 0; i < CONTENDERS; i++) {
+			if (ops[i].result == PAYLOAD) {
+				wins++;
+				winner = i;
+			} else {
+				assert_int_equal(ops[i].result, -ECANCELED);
+			}
+		}
+		assert_int_equal(wins, 1);
+	}
+	assert_int_equal(stat_obj(e, "ctr", &st, NULL), 0);
+	assert_int_equal(st.obj_version, ROUNDS);
+	/* the bytes are the last winner's, untouched by the losers */
+	assert_int_equal(get(e, "ctr", 0, back, PAYLOAD), PAYLOAD);
+	assert_memory_equal(back, payload[winner], PAYLOAD);
+}
+
+static void test_racing_exclusive_creates_one_wins(void **state)
+{
+	struct env *e = *state;
+	struct tier_local_opts o = { .workers = 8 };
+	static struct tier_store_op ops[16];
+	int done = 0, ok = 0, exist = 0;
+
+	setenv("TIER_LOCAL_TEST_GUARD_HOLD_US", "2000", 1);
+	reopen(e, &o);
+	unsetenv("TIER_LOCAL_TEST_GUARD_HOLD_US");
+	for (int i = 0; i < 16; i++) {
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].opcode = TIER_STORE_SETMETA;
+		ops[i].flags = TIER_STORE_F_META | TIER_STORE_F_CREATE | TIER_STORE_F_EXCL;
+		strcpy(ops[i].oid, "excl");
+		ops[i].meta = "m";
+		ops[i].meta_len = 1;
+		ops[i].version = (uint64_t)i + 1;
+		ops[i].cb = count_done;
+		ops[i].priv = &done;
+		assert_int_equal(tier_store_submit(e->st, &ops[i]), 0);
+	}
+	while (done < 16) {
+		tier_cq_wait(e->cq, 1000);
+		tier_cq_drain(e->cq);
+	}
+	for (int i = 0; i < 16; i++) {
+		ok += ops[i].result == 0;
+		exist += ops[i].result == -EEXIST;
+	}
+	assert_int_equal(ok, 1);
+	assert_int_equal(exist, 15);
+}
+
+/* ---- device model in real time ---- */
+
+struct timed {
+	uint64_t t_done;
+	int *done;
+};
+
+static void timed_done(struct tier_store_op *op)
+{
+	struct timed *t = op->priv;
+
+	t->t_done = now_ns();
+	(*t->done)++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void test_hdd_model_paces_completions(void **state)
+{
+	struct env *e = *state;
+	struct tier_local_opts o = { .workers = 2 };
+	static struct tier_store_op ops[8];
+	static struct timed tm[8];
+	uint64_t t_done[8], t0, xfer = ((1ull << 20) * 1000000000ull + 149999999) / 150000000;
+	uint8_t *buf = calloc(1, 1 << 20);
+	int done = 0;
+
+	assert_non_null(buf);
+	assert_int_equal(tier_devmodel_profile("hdd", &o.model), 0);
+	reopen(e, &o);
+	t0 = now_ns();
+	for (int i = 0; i < 8; i++) {
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].opcode = TIER_STORE_WRITE;
+		snprintf(ops[i].oid, sizeof(ops[i].oid), "big.%d", i);
+		ops[i].buf = buf;
+		ops[i].len = 1 << 20;
+		ops[i].cb = timed_done;
+		tm[i].done = &done;
+		ops[i].priv = &tm[i];
+		assert_int_equal(tier_store_submit(e->st, &ops[i]), 0);
+	}
+	while (done < 8) {
+		tier_cq_wait(e->cq, 1000);
+		tier_cq_drain(e->cq);
+	}
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(ops[i].result, 1 << 20);
+		t_done[i] = tm[i].t_done;
+	}
+	qsort(t_done, 8, sizeof(t_done[0]), cmp_u64);
+	/* latencies overlap (16 servers), the 150 MB/s channel serialises */
+	for (int i = 0; i < 8; i++)
+		assert_true(t_done[i] >= t0 + 5000000ull + (uint64_t)(i + 1) * xfer);
+	/* about 61 ms in the model; a loaded 2-core box gets 300 ms of slack */
+	assert_true(t_done[7] <= t0 + 5000000ull + 8 * xfer + 300000000ull);
+	free(buf);
+}
+
+static void test_fault_added_latency_delays_completion(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_fault f = { .add_latency_us = 30000 };
+	char buf[4];
+	uint64_t t0;
+
+	assert_int_equal(put(e, "lat", 0, "abcd", 4, 0, NULL, 0), 4);
+	tier_store_set_fault(e->st, &f);
+	t0 = now_ns();
+	assert_int_equal(get(e, "lat", 0, buf, 4), 4);
+	assert_true(now_ns() - t0 >= 30000000ull);
+	tier_store_set_fault(e->st, NULL);
+}
+
+static void test_direct_io_aligned_and_unaligned(void **state)
+{
+	struct env *e = *state;
+	struct tier_local_opts o = { .direct_io = true };
+	uint8_t *a = NULL, *b = NULL, small[100];
+
+	assert_int_equal(posix_memalign((void **)&a, 4096, 16384), 0);
+	assert_int_equal(posix_memalign((void **)&b, 4096, 16384), 0);
+	reopen(e, &o);
+	for (int i = 0; i < 16384; i++)
+		a[i] = (uint8_t)(i * 31);
+	assert_int_equal(put(e, "d", 4096, a, 8192, TIER_STORE_F_FUA, "m", 1), 8192);
+	/* unaligned write goes buffered; both paths see each other's bytes */
+	assert_int_equal(put(e, "d", 4100, "XY", 2, 0, NULL, 0), 2);
+	a[4] = 'X';
+	a[5] = 'Y';
+	memset(b, 0xEE, 16384);
+	assert_int_equal(get(e, "d", 4096, b, 12288), 12288);
+	assert_memory_equal(b, a, 8192);
+	for (int i = 8192; i < 12288; i++)
+		assert_int_equal(b[i], 0);
+	assert_int_equal(get(e, "d", 4099, small, sizeof(small)), sizeof(small));
+	assert_memory_equal(small, a + 3, sizeof(small));
+	free(a);
+	free(b);
+}
+
+/* ---- crash order: pre_meta (dirty), data, meta ---- */
+
+static void crash_case(struct env *e, uint64_t steps, bool sidecar)
+{
+	struct tier_local_opts crash = { .crash_after_steps = steps };
+	static uint8_t oldd[4096], newd[4096], back[4096];
+	struct tier_store_op op;
+	char meta[256], path[256];
+	bool new_data, old_meta, dirty, new_meta;
+
+	if (sidecar)
+		setenv("TIER_LOCAL_FORCE_SIDECAR", "1", 1);
+	reopen(e, NULL);
+	memset(oldd, 'O', sizeof(oldd));
+	memset(newd, 'N', sizeof(newd));
+	assert_int_equal(put(e, "obj", 0, oldd, 4096, 0, "clean-v1", 1), 4096);
+
+	reopen(e, &crash);
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_WRITE;
+	op.flags = TIER_STORE_F_META | TIER_STORE_F_FUA;
+	strcpy(op.oid, "obj");
+	op.buf = newd;
+	op.len = 4096;
+	op.pre_meta = "dirty-v2";
+	op.pre_meta_len = 8;
+	op.meta = "clean-v2";
+	op.meta_len = 8;
+	op.version = 2;
+	/* the process "dies" during or right after the op: never acknowledged */
+	assert_int_equal(run(e, &op), -EIO);
+	/* and writes nothing more */
+	assert_int_equal(put(e, "later", 0, "x", 1, 0, NULL, 0), -EIO);
+	snprintf(path, sizeof(path), "%s/later", e->pool);
+	assert_int_equal(access(path, F_OK), -1);
+
+	reopen(e, NULL);
+	unsetenv("TIER_LOCAL_FORCE_SIDECAR");
+	assert_int_equal(get(e, "obj", 0, back, 4096), 4096);
+	assert_int_equal(stat_obj(e, "obj", &op, meta), 0);
+	new_data = memcmp(back, newd, 4096) == 0;
+	assert_true(new_data || memcmp(back, oldd, 4096) == 0);
+	old_meta = strcmp(meta, "clean-v1") == 0;
+	dirty = strcmp(meta, "dirty-v2") == 0;
+	new_meta = strcmp(meta, "clean-v2") == 0;
+	assert_true(old_meta || dirty || new_meta);
+	/* the invariant: never the new data under the old clean meta */
+	assert_false(new_data && old_meta);
+	/* and exactly the state each crash point implies */
+	switch (steps) {
+	case 1: assert_true(dirty && !new_data); break;
+	case 2: assert_true(dirty && new_data); break;
+	default: assert_true(new_meta && new_data); break;
+	}
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "obj", 0), 0);
+}
+
+static void test_crash_order_xattr(void **state)
+{
+	for (uint64_t n = 1; n <= 3; n++)
+		crash_case(*state, n, false);
+}
+
+static void test_crash_order_sidecar(void **state)
+{
+	for (uint64_t n = 1; n <= 3; n++)
+		crash_case(*state, n, true);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_write_read_roundtrip_zero_fills_past_eof),
+		T(test_absent_objects_are_enoent),
+		T(test_stat_reports_size_version_mtime_meta),
+		T(test_zero_punches_and_extends),
+		T(test_remove_deletes_data_and_meta),
+		T(test_guards_fail_without_changing_anything),
+		T(test_list_prefix_escapes_and_skips_hidden),
+		T(test_name_too_long_after_escaping),
+		T(test_sidecar_fallback_when_xattrs_refused),
+		T(test_max_size_meta_roundtrips),
+		T(test_concurrent_ops_on_different_objects),
+		T(test_guarded_increments_race_one_winner_per_version),
+		T(test_batched_guarded_writes_one_winner_per_round),
+		T(test_racing_exclusive_creates_one_wins),
+		T(test_hdd_model_paces_completions),
+		T(test_fault_added_latency_delays_completion),
+		T(test_direct_io_aligned_and_unaligned),
+		T(test_crash_order_xattr),
+		T(test_crash_order_sidecar),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

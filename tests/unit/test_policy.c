@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_policy.c - eviction orders.  hitset: coldest by Ceph temperature over
+ * an LRU window, ties by LRU age, the window bound, want() filtering, live
+ * parameters.  s3fifo: one-hit wonders go first, objects hit in the small
+ * queue move to main and survive, main is a CLOCK, ghosts admit straight to
+ * main and are bounded, coldest() names without removing.  Both: insert and
+ * remove are idempotent, and the dispatch picks the named policy.
+ */
+#undef NDEBUG
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "libtier/hitset.h"
+#include "libtier/policy.h"
+
+#define P_INSERT(p, k) (p)->ops->insert((p), (k), 0)
+#define P_ACCESS(p, k) (p)->ops->access((p), (k), 0)
+#define P_REMOVE(p, k) (p)->ops->remove((p), (k))
+
+struct fix {
+	struct tier__hitsets *hs;
+	struct tier_params prm;
+	struct tier__policy *p;
+};
+
+static bool want_odd(void *arg, uint64_t key)
+{
+	(void)arg;
+	return key & 1;
+}
+
+static bool want_not_listed(void *arg, uint64_t key)
+{
+	const uint64_t *no = arg;
+
+	for (; *no; no++)
+		if (*no == key)
+			return false;
+	return true;
+}
+
+static size_t coldest(struct tier__policy *p, uint64_t *out, size_t max)
+{
+	return p->ops->coldest(p, out, max, NULL, NULL);
+}
+
+static void assert_keys(const uint64_t *got, size_t n, const uint64_t *exp, size_t en)
+{
+	assert_int_equal(n, en);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(got[i], exp[i]);
+}
+
+/* Hitset fixture; params are plain so tests can change them live. */
+static struct fix *hfix(void)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	memset(&f->prm, 0, sizeof(f->prm));
+	f->prm.hit_set_grade_decay_rate = 20;
+	f->prm.hit_set_search_last_n = 1;
+	assert_int_equal(tier__hitsets_create(4, 0.001, 1024, 0, &f->hs), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_HITSET, f->hs, &f->prm, 0, &f->p), 0);
+	assert_string_equal(f->p->ops->name, "hitset");
+	return f;
+}
+
+static void hfix_free(struct fix *f)
+{
+	tier__policy_destroy(f->p);
+	tier__hitsets_destroy(f->hs);
+	free(f);
+}
+
+static void test_dispatch_creates_named_policy(void **state)
+{
+	struct tier__policy *p = (void *)1;
+	struct tier_params prm;
+
+	(void)state;
+	memset(&prm, 0, sizeof(prm));
+	assert_int_equal(tier__policy_create(TIER_EVICT_HITSET, NULL, &prm, 0, &p), -EINVAL);
+	assert_null(p);
+	assert_int_equal(tier__policy_create((enum tier_evict_policy)99, NULL, NULL, 0, &p), -EINVAL);
+	assert_int_equal(tier__policy_create(TIER_EVICT_S3FIFO, NULL, NULL, 100, &p), 0);
+	assert_string_equal(p->ops->name, "s3fifo");
+	assert_non_null(p->ops->admit);
+	tier__policy_destroy(p);
+	tier__policy_destroy(NULL);
+}
+
+static void test_hitset_cold_keys_come_in_lru_order(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[16];
+	const uint64_t exp[] = { 1, 2, 4, 5 };
+
+	(void)state;
+	for (uint64_t k = 1; k <= 10; k++)
+		P_INSERT(f->p, k);
+	P_ACCESS(f->p, 3);           /* 3 becomes most recently used */
+	assert_keys(got, coldest(f->p, got, 4), exp, 4);
+	assert_int_equal(coldest(f->p, got, 16), 10);
+	assert_int_equal(got[9], 3);
+	hfix_free(f);
+}
+
+static void test_hitset_lower_temperature_first(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[16];
+	const uint64_t exp[] = { 5, 6, 3, 4, 1, 2 };
+
+	(void)state;
+	for (uint64_t k = 1; k <= 6; k++)
+		P_INSERT(f->p, k);
+	/* 3, 4 hot last period (800000), 1, 2 hot now (1000000), 5, 6 cold */
+	tier__hitsets_insert(f->hs, 3);
+	tier__hitsets_insert(f->hs, 4);
+	assert_int_equal(tier__hitsets_maybe_rotate(f->hs, 1000, 1000), 1);
+	tier__hitsets_insert(f->hs, 1);
+	tier__hitsets_insert(f->hs, 2);
+	assert_keys(got, coldest(f->p, got, 6), exp, 6);
+	/* live parameters: decay 100 makes last period's hits worth nothing */
+	f->prm.hit_set_grade_decay_rate = 100;
+	assert_int_equal(coldest(f->p, got, 6), 6);
+	assert_int_equal(got[0], 3);   /* 3, 4 now tie with 5, 6: LRU age decides */
+	assert_int_equal(got[1], 4);
+	hfix_free(f);
+}
+
+static void test_hitset_window_is_bounded(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[4];
+
+	(void)state;
+	/* the 8 least recently used are hot, the rest cold */
+	for (uint64_t k = 1; k <= 100; k++) {
+		P_INSERT(f->p, k);
+		if (k <= 8)
+			tier__hitsets_insert(f->hs, k);
+	}
+	/* max 1: window of 8 holds only hot keys, the LRU one wins */
+	assert_int_equal(coldest(f->p, got, 1), 1);
+	assert_int_equal(got[0], 1);
+	/* max 2: window of 16 reaches the cold ones */
+	assert_int_equal(coldest(f->p, got, 2), 2);
+	assert_int_equal(got[0], 9);
+	assert_int_equal(got[1], 10);
+	hfix_free(f);
+}
+
+static void test_hitset_want_filters_and_window_counts_wanted(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[8];
+	const uint64_t exp[] = { 3, 5, 1 };
+
+	(void)state;
+	for (uint64_t k = 1; k <= 40; k++)
+		P_INSERT(f->p, k);
+	tier__hitsets_insert(f->hs, 1);
+	assert_int_equal(f->p->ops->coldest(f->p, got, 3, want_odd, NULL), 3);
+	/* only odd keys are candidates; 1 is the oldest but hot, so it is skipped */
+	assert_int_equal(got[0], 3);
+	assert_int_equal(got[1], 5);
+	assert_int_equal(got[2], 7);
+	for (uint64_t k = 7; k <= 40; k++)
+		P_REMOVE(f->p, k);
+	/* fewer wanted keys than asked: all of them, the hot one last */
+	assert_keys(got, f->p->ops->coldest(f->p, got, 8, want_odd, NULL), exp, 3);
+	hfix_free(f);
+}
+
+static void test_hitset_insert_remove_idempotent(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[8];
+	const uint64_t exp[] = { 2, 1 };
+
+	(void)state;
+	P_INSERT(f->p, 1);
+	P_INSERT(f->p, 2);
+	P_INSERT(f->p, 1);         /* counted once */
+	assert_keys(got, coldest(f->p, got, 8), exp, 2);
+	P_REMOVE(f->p, 2);
+	P_REMOVE(f->p, 2);
+	P_REMOVE(f->p, 77);
+	P_ACCESS(f->p, 77);        /* untracked: ignored, not added */
+	assert_int_equal(coldest(f->p, got, 8), 1);
+	assert_int_equal(got[0], 1);
+	P_REMOVE(f->p, 1);
+	assert_int_equal(coldest(f->p, got, 8), 0);
+	hfix_free(f);
+}
+
+static void test_hitset_many_keys_survive_pool_growth(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[4];
+	const uint64_t n = 50000;
+
+	(void)state;
+	for (uint64_t k = 1; k <= n; k++)
+		P_INSERT(f->p, k * 7919);
+	for (uint64_t k = 1; k <= n; k += 2)
+		P_REMOVE(f->p, k * 7919);
+	for (uint64_t k = 2; k <= n; k += 2)
+		P_ACCESS(f->p, k * 7919);  /* every survivor found, in order */
+	assert_int_equal(coldest(f->p, got, 2), 2);
+	assert_int_equal(got[0], 2 * 7919);
+	assert_int_equal(got[1], 4 * 7919);
+	hfix_free(f);
+}
+
+static struct tier__policy *s3(uint64_t cap)
+{
+	struct tier__policy *p = NULL;
+
+	assert_int_equal(tier__policy_s3fifo_create(cap, &p), 0);
+	return p;
+}
+
+static void test_s3fifo_one_hit_wonders_go_first(void **state)
+{
+	struct tier__policy *p = s3(100);
+	uint64_t got[100];
+
+	(void)state;
+	for (uint64_t k = 1; k <= 100; k++)
+		P_INSERT(p, k);
+	for (uint64_t k = 1; k <= 20; k++)
+		P_ACCESS(p, k);
+	/* S holds all 100; the 20 hit ones move to M, the rest are victims in order */
+	assert_int_equal(coldest(p, got, 50), 50);
+	for (size_t i = 0; i < 50; i++)
+		assert_int_equal(got[i], 21 + i);
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_frequent_keys_survive_churn(void **state)
+{
+	struct tier__policy *p = s3(10);
+	uint64_t got[1];
+
+	(void)state;
+	for (uint64_t k = 1; k <= 10; k++)
+		P_INSERT(p, k);
+	for (uint64_t r = 0; r < 200; r++) {
+		for (uint64_t k = 1; k <= 5; k++)
+			P_ACCESS(p, k);
+		assert_int_equal(coldest(p, got, 1), 1);
+		assert_true(got[0] > 5);   /* a hot key is never the victim */
+		P_REMOVE(p, got[0]);
+		P_INSERT(p, 1000 + r);     /* a scan of one-hit wonders */
+	}
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_ghost_admits_to_main(void **state)
+{
+	struct tier__policy *p = s3(10);
+	uint64_t got[8];
+	const uint64_t exp[] = { 2, 3, 1 };
+
+	(void)state;
+	P_INSERT(p, 1);
+	assert_int_equal(coldest(p, got, 1), 1);
+	assert_int_equal(got[0], 1);
+	assert_false(p->ops->admit(p, 1));
+	P_REMOVE(p, 1);            /* evicted from S: remembered as a ghost */
+	assert_true(p->ops->admit(p, 1));
+	assert_false(p->ops->admit(p, 2));
+	assert_int_equal(coldest(p, got, 8), 0);   /* ghosts are not cached */
+	P_REMOVE(p, 1);            /* removing a ghost changes nothing */
+	assert_true(p->ops->admit(p, 1));
+	P_INSERT(p, 1);            /* back from the ghost: straight into M */
+	assert_false(p->ops->admit(p, 1));
+	P_INSERT(p, 2);
+	P_INSERT(p, 3);
+	/* 1 is older than 2 and 3 but in M: S's one-hit wonders go first */
+	assert_keys(got, coldest(p, got, 8), exp, 3);
+	/* leaving M forgets the key entirely */
+	P_REMOVE(p, 1);
+	assert_false(p->ops->admit(p, 1));
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_main_gives_hit_keys_another_round(void **state)
+{
+	struct tier__policy *p = s3(10);
+	uint64_t got[8];
+	const uint64_t exp[] = { 2, 1, 3 };
+
+	(void)state;
+	/* put 1, 2, 3 into M (via the ghost), oldest first */
+	for (uint64_t k = 1; k <= 3; k++) {
+		P_INSERT(p, k);
+		P_REMOVE(p, k);
+		P_INSERT(p, k);
+	}
+	P_ACCESS(p, 1);
+	P_ACCESS(p, 3);
+	P_ACCESS(p, 3);
+	/* 1 is reinserted once, 3 twice: 2 first, then 1, then 3 */
+	assert_keys(got, coldest(p, got, 8), exp, 3);
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_coldest_names_without_removing(void **state)
+{
+	struct tier__policy *p = s3(100);
+	uint64_t a[8], b[8];
+	const uint64_t busy[] = { 2, 4, 0 };
+
+	(void)state;
+	for (uint64_t k = 1; k <= 8; k++)
+		P_INSERT(p, k);
+	assert_int_equal(coldest(p, a, 3), 3);
+	assert_int_equal(coldest(p, b, 3), 3);
+	assert_memory_equal(a, b, sizeof(a[0]) * 3);
+	/* the engine could not evict 2 and 4: they are skipped, the walk goes on */
+	assert_int_equal(p->ops->coldest(p, a, 3, want_not_listed, (void *)busy), 3);
+	assert_int_equal(a[0], 1);
+	assert_int_equal(a[1], 3);
+	assert_int_equal(a[2], 5);
+	assert_int_equal(p->ops->coldest(p, a, 8, want_odd, NULL), 4);
+	assert_int_equal(coldest(p, a, 8), 8);
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_insert_remove_idempotent(void **state)
+{
+	struct tier__policy *p = s3(100);
+	uint64_t got[8];
+
+	(void)state;
+	P_INSERT(p, 5);
+	P_INSERT(p, 5);
+	P_ACCESS(p, 6);            /* untracked: ignored */
+	assert_int_equal(coldest(p, got, 8), 1);
+	assert_int_equal(got[0], 5);
+	P_REMOVE(p, 5);
+	P_REMOVE(p, 5);
+	P_REMOVE(p, 6);
+	assert_int_equal(coldest(p, got, 8), 0);
+	assert_true(p->ops->admit(p, 5));
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_ghost_is_bounded(void **state)
+{
+	struct tier__policy *p = s3(10);   /* ghost holds 9 = the size of M */
+
+	(void)state;
+	for (uint64_t k = 1; k <= 50; k++) {
+		P_INSERT(p, k);
+		P_REMOVE(p, k);
+	}
+	for (uint64_t k = 1; k <= 41; k++)
+		assert_false(p->ops->admit(p, k));
+	for (uint64_t k = 42; k <= 50; k++)
+		assert_true(p->ops->admit(p, k));
+	p->ops->destroy(p);
+}
+
+static void test_s3fifo_hit_in_main_outlives_scan(void **state)
+{
+	struct tier__policy *p = s3(20);
+	uint64_t got[1], evicted_hot = 0;
+
+	(void)state;
+	/* a full cache: a working set of 10 hit in S, 10 others, then a long scan */
+	for (uint64_t k = 1; k <= 10; k++) {
+		P_INSERT(p, k);
+		P_ACCESS(p, k);
+	}
+	for (uint64_t k = 11; k <= 20; k++)
+		P_INSERT(p, k);
+	for (uint64_t r = 0; r < 1000; r++) {
+		if (r % 4 == 0)
+			for (uint64_t k = 1; k <= 10; k++)
+				P_ACCESS(p, k);
+		P_INSERT(p, 100 + r);
+		assert_int_equal(coldest(p, got, 1), 1);
+		evicted_hot += got[0] <= 10;
+		P_REMOVE(p, got[0]);
+	}
+	assert_int_equal(evicted_hot, 0);
+	p->ops->destroy(p);
+}
+
+/* Key k into M by way of the ghost queue. */
+static void into_main(struct tier__policy *p, uint64_t k)
+{
+	P_INSERT(p, k);
+	P_REMOVE(p, k);
+	P_INSERT(p, k);
+}
+
+/* Churn through M only; returns how often a key <= 5 was the victim. */
+static unsigned main_churn(bool hit_hot)
+{
+	struct tier__policy *p = s3(20);
+	uint64_t got[1];
+	unsigned hot_victims = 0;
+
+	for (uint64_t k = 1; k <= 20; k++)
+		into_main(p, k);
+	for (uint64_t r = 0; r < 500; r++) {
+		if (hit_hot)
+			for (uint64_t k = 1; k <= 5; k++)
+				P_ACCESS(p, k);
+		into_main(p, 1000 + r);
+		assert_int_equal(coldest(p, got, 1), 1);
+		hot_victims += got[0] <= 5;
+		P_REMOVE(p, got[0]);
+	}
+	p->ops->destroy(p);
+	return hot_victims;
+}
+
+static void test_s3fifo_main_clock_spares_keys_hit_between_sweeps(void **state)
+{
+	(void)state;
+	assert_int_equal(main_churn(true), 0);
+	assert_int_equal(main_churn(false), 5);   /* the control: unhit, they go */
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Random inserts and removes against a reference: the index never loses a key. */
+static void test_policies_track_exactly_the_inserted_set(void **state)
+{
+	enum { RANGE = 3000, OPS = 60000 };
+	struct fix *f = hfix();
+	struct tier__policy *q = s3(0);
+	static bool in[RANGE];
+	static uint64_t got[RANGE];
+	uint64_t rng = 88172645463325252ull;
+	size_t expect = 0, n;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	for (int i = 0; i < OPS; i++) {
+		uint64_t k;
+
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		k = rng % RANGE;
+		if (rng >> 63) {
+			expect += !in[k];
+			in[k] = true;
+			P_INSERT(f->p, k << 20);
+			P_INSERT(q, k << 20);
+		} else {
+			expect -= in[k];
+			in[k] = false;
+			P_REMOVE(f->p, k << 20);
+			P_REMOVE(q, k << 20);
+		}
+	}
+	n = coldest(f->p, got, RANGE);
+	assert_int_equal(n, expect);
+	qsort(got, n, sizeof(got[0]), cmp_u64);
+	for (size_t i = 0, j = 0; i < RANGE; i++)
+		if (in[i])
+			assert_int_equal(got[j++], (uint64_t)i << 20);
+	n = coldest(q, got, RANGE);
+	assert_int_equal(n, expect);
+	qsort(got, n, sizeof(got[0]), cmp_u64);
+	for (size_t i = 0, j = 0; i < RANGE; i++)
+		if (in[i])
+			assert_int_equal(got[j++], (uint64_t)i << 20);
+	q->ops->destroy(q);
+	hfix_free(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dispatch_creates_named_policy),
+		cmocka_unit_test(test_hitset_cold_keys_come_in_lru_order),
+		cmocka_unit_test(test_hitset_lower_temperature_first),
+		cmocka_unit_test(test_hitset_window_is_bounded),
+		cmocka_unit_test(test_hitset_want_filters_and_window_counts_wanted),
+		cmocka_unit_test(test_hitset_insert_remove_idempotent),
+		cmocka_unit_test(test_hitset_many_keys_survive_pool_growth),
+		cmocka_unit_test(test_s3fifo_one_hit_wonders_go_first),
+		cmocka_unit_test(test_s3fifo_frequent_keys_survive_churn),
+		cmocka_unit_test(test_s3fifo_ghost_admits_to_main),
+		cmocka_unit_test(test_s3fifo_main_gives_hit_keys_another_round),
+		cmocka_unit_test(test_s3fifo_coldest_names_without_removing),
+		cmocka_unit_test(test_s3fifo_insert_remove_idempotent),
+		cmocka_unit_test(test_s3fifo_ghost_is_bounded),
+		cmocka_unit_test(test_s3fifo_hit_in_main_outlives_scan),
+		cmocka_unit_test(test_s3fifo_main_clock_spares_keys_hit_between_sweeps),
+		cmocka_unit_test(test_policies_track_exactly_the_inserted_set),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
