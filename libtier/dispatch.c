@@ -189,11 +189,11 @@ static void read_cb(struct tier_store_op *op)
 	struct tier__ext *x = op->priv;
 	struct tier_engine *e = x->e;
 	struct tier__obj *o = x->obj;
-	bool base = op->oid[0] && x->step != 1;
+	bool base = x->step != 1;
 	int r = op->result;
 
 	if (base) {
-		tier__base_latency(e, tier__now_ns(e) - op->t_submit_ns);
+		tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
 		if (r == -ENOENT) {
 			memset(op->buf, 0, op->len);
 			r = 0;
@@ -226,14 +226,14 @@ out:
 static void record_access(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
 			  bool *recent, unsigned recency)
 {
-	if (x->seen || !x->req)
+	if ((x->seen & 1) || !x->req)
 		return;
-	x->seen = 1;
+	x->seen |= 1;
 	if (recent)
 		*recent = tier__hitsets_recent(e->hs, o->key, recency);
 	tier__hitsets_insert(e->hs, o->key);
 	if (o->state != TIER__ABSENT)
-		e->pol->ops->access(e->pol, o->key, tier__now_ms(e));
+		e->pol->ops->access(e->pol, o->key, tier__eng_now_ms(e));
 }
 
 static bool range_all_valid(const struct tier_engine *e, const struct tier__obj *o,
@@ -293,7 +293,7 @@ static void proxy_cb(struct tier_store_op *op)
 	struct tier__obj *o = x->obj;
 	int r = op->result;
 
-	tier__base_latency(e, tier__now_ns(e) - op->t_submit_ns);
+	tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
 	if (r == -ENOENT && op->opcode == TIER_STORE_REMOVE)
 		r = 0;
 	if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
@@ -351,15 +351,12 @@ static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ex
 		uint64_t *ov = o->bits, *od = o->bits + e->nwords;
 		uint64_t *nv = x->nbits, *nd = x->nbits + e->nwords;
 		/* pre_meta: old valid bits; overwritten valid extents count as dirty */
-		uint64_t *pd = (uint64_t *)(void *)(pre + TIER_META_MAX - 8 * e->nwords);
-		(void)pd;
+		uint64_t *tmp = x->nbits + 2 * e->nwords;
+
+		for (size_t i = 0; i < e->nwords; i++)
+			tmp[i] = od[i] | (nd[i] & ov[i]);
 		ml = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, nv, nd, meta);
-		{
-			uint64_t tmp[e->nwords ? e->nwords : 1];
-			for (size_t i = 0; i < e->nwords; i++)
-				tmp[i] = od[i] | (nd[i] & ov[i]);
-			pl = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, ov, tmp, pre);
-		}
+		pl = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, ov, tmp, pre);
 	} else {
 		ml = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, NULL, NULL, meta);
 		pl = ml;
@@ -477,7 +474,7 @@ static void cw_cb(struct tier_store_op *op)
 		memcpy(o->bits, x->nbits, 2 * e->nwords * 8);
 	o->state = TIER__DIRTY;
 	o->version = x->new_version;
-	o->mtime_ms = tier__now_ms(e);
+	o->mtime_ms = tier__eng_now_ms(e);
 	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK);
 	tier__acct_add(e, o);
 	if (creating)
@@ -501,7 +498,7 @@ static void drop_cb(struct tier_store_op *op)
 	int r = op->result == -ENOENT ? 0 : op->result;
 
 	if (base_step) {
-		tier__base_latency(e, tier__now_ns(e) - op->t_submit_ns);
+		tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
 		if (r < 0) {
 			o->flags &= (uint16_t)~TIER__OF_EXCL;
 			tier__ext_finish(e, x, r);
@@ -585,15 +582,16 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 		      (unsigned)e->p.min_write_recency_for_promote);
 	if (!x->nocache && o->state == TIER__CLEAN && e->p.cache_mode == TIER_MODE_READONLY)
 		x->nocache = 1;
+	if (o->flags & TIER__OF_STALE)
+		x->nocache = 1;   /* a leftover cache object must go before base changes */
 	if (x->nocache)
 		return start_nocache_write(e, o, x);
 	if (o->state != TIER__ABSENT) {
 		if (o->nrun)
 			return false;
-		if (!x->tries) {
+		if (!(x->seen & 2))
 			e->st.write_hits++;
-			x->tries = 1;
-		}
+		x->seen |= 2;
 		if (x->type != TIER_REQ_WRITE && whole) {
 			if (o->flags & TIER__OF_FLUSHING)
 				return false;
@@ -603,10 +601,9 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 		start_cache_write(e, o, x);
 		return true;
 	}
-	if (!x->tries) {
+	if (!(x->seen & 2))
 		e->st.write_misses++;
-		x->tries = 1;
-	}
+	x->seen |= 2;
 	cost = e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords ? x->len : o->len;
 	if (x->type == TIER_REQ_WRITE && !o->nrun && !(o->flags & TIER__OF_STALE) &&
 	    tier__admit(e, o, true, cost, recent)) {
@@ -630,15 +627,15 @@ static bool start_cache_hint(struct tier_engine *e, struct tier__obj *o, struct 
 {
 	bool internal = !x->req;
 
-	if (o->state != TIER__ABSENT || (o->flags & TIER__OF_PROMOTING) ||
-	    e->p.cache_mode == TIER_MODE_NONE || tier__degraded(e)) {
+	if (o->state != TIER__ABSENT || (o->flags & (TIER__OF_PROMOTING | TIER__OF_STALE)) ||
+	    e->p.cache_mode == TIER_MODE_NONE || tier__degraded(e) || tier__full_ratio(e) >= 1.0) {
 		q_pop(o, x);
 		if (internal)
 			o->flags &= (uint16_t)~TIER__OF_PQUEUED;
 		tier__ext_finish(e, x, 0);
 		return true;
 	}
-	if (o->nrun || (o->flags & (TIER__OF_EVICTING | TIER__OF_STALE)))
+	if (o->nrun || (o->flags & TIER__OF_EVICTING))
 		return false;
 	q_pop(o, x);
 	if (internal)

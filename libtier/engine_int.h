@@ -109,6 +109,7 @@ struct tier_image {
 	char *prefix;
 	uint64_t size;
 	uint64_t nobjs;
+	uint64_t n_cached, n_dirty;     /* this image's share of the engine's counts */
 	uint32_t id;
 	bool ro;
 	bool closed;
@@ -144,12 +145,14 @@ struct tier_engine {
 	int flush_mode, evict_mode;
 	unsigned effort_pct;
 	uint64_t agent_flushing, agent_evicting;
+	uint64_t agent_pause_until_ms;  /* after a failed flush/evict */
 	double base_lat_ewma, base_lat_floor;
 	struct tier_image *drain_img;   /* admin flush/evict target */
 	bool drain_flush, drain_evict, drain_all;
 
 	struct tier_request *done_head, *done_tail;
 	bool delivering;
+	int in_submit;                  /* no callbacks while > 0 */
 	uint64_t reqs_inflight, jobs_inflight, exts_inflight;
 
 	struct tier__ext *free_ext;
@@ -167,8 +170,8 @@ struct tier_engine {
 };
 
 /* engine.c */
-uint64_t tier__now_ns(const struct tier_engine *e);
-static inline uint64_t tier__now_ms(const struct tier_engine *e) { return tier__now_ns(e) / 1000000; }
+uint64_t tier__eng_now_ns(const struct tier_engine *e);
+static inline uint64_t tier__eng_now_ms(const struct tier_engine *e) { return tier__eng_now_ns(e) / 1000000; }
 void tier__log(const struct tier_engine *e, enum tier_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 struct tier_image *tier__image_by_id(const struct tier_engine *e, uint32_t id);
@@ -230,6 +233,8 @@ void tier__sync_background(struct tier_engine *e);
 /* agent.c */
 void tier__agent_run(struct tier_engine *e);
 void tier__agent_modes(struct tier_engine *e);
+double tier__full_ratio(const struct tier_engine *e);
+double tier__dirty_ratio(const struct tier_engine *e);
 
 /* hsarch.c */
 void tier__hitsets_start_load(struct tier_engine *e);

@@ -208,10 +208,22 @@ uint64_t tier__obj_dirty_bytes(const struct tier_engine *e, const struct tier__o
 	return o->bits ? bits_bytes(e, o, o->bits + e->nwords) : o->len;
 }
 
+static void img_acct(struct tier_engine *e, const struct tier__obj *o, int d)
+{
+	struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(o->key));
+
+	if (!img)
+		return;
+	img->n_cached += (uint64_t)(int64_t)d;
+	if (o->state == TIER__DIRTY)
+		img->n_dirty += (uint64_t)(int64_t)d;
+}
+
 void tier__acct_sub(struct tier_engine *e, const struct tier__obj *o)
 {
 	if (o->state == TIER__ABSENT)
 		return;
+	img_acct(e, o, -1);
 	e->n_cached--;
 	e->cached_bytes -= tier__obj_cached_bytes(e, o);
 	if (o->state == TIER__DIRTY) {
@@ -224,6 +236,7 @@ void tier__acct_add(struct tier_engine *e, const struct tier__obj *o)
 {
 	if (o->state == TIER__ABSENT)
 		return;
+	img_acct(e, o, 1);
 	e->n_cached++;
 	e->cached_bytes += tier__obj_cached_bytes(e, o);
 	if (o->state == TIER__DIRTY) {

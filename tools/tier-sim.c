@@ -151,6 +151,10 @@ static void set_param(struct tier_params *p, const char *kv)
 static void build_params(const struct sim_cfg *c, const char *policy, struct tier_params *p,
 			 char *desc, size_t desclen)
 {
+	static const char *show[] = {
+		"promote_granularity", "evict_policy", "min_write_recency_for_promote",
+		"min_read_recency_for_promote", "hit_set_count", "hit_set_period",
+	};
 	char v[64], err[256];
 	size_t i, off = 0;
 
@@ -172,10 +176,6 @@ static void build_params(const struct sim_cfg *c, const char *policy, struct tie
 	if (tier_params_check(p, err, sizeof(err)) < 0)
 		die("policy %s: %s", policy, err);
 	desc[0] = '\0';
-	static const char *show[] = {
-		"promote_granularity", "evict_policy", "min_write_recency_for_promote",
-		"min_read_recency_for_promote", "hit_set_count", "hit_set_period",
-	};
 	for (size_t k = 0; k < sizeof(show) / sizeof(show[0]); k++) {
 		if (tier_params_get(p, show[k], v, sizeof(v)) == 0 && off < desclen)
 			off += (size_t)snprintf(desc + off, desclen - off, "%s%s=%s",
@@ -289,34 +289,42 @@ static bool any_busy(const struct sim *s)
 	return s->issued != s->done;
 }
 
-/* Move virtual time to t, completing due store ops. */
-static void advance_to(struct sim *s, uint64_t t)
+/* Move virtual time to t, completing due store ops; returns how many ran. */
+static size_t advance_to(struct sim *s, uint64_t t)
 {
 	if (t > s->now)
 		s->now = t;
 	tier_store_mem_advance(s->base, s->now);
 	tier_store_mem_advance(s->cache, s->now);
-	tier_cq_drain(s->cq);
+	return tier_cq_drain(s->cq);
 }
 
+/*
+ * The engine is ticked when its timer is due and after completions (as the
+ * daemon does "after draining"), so agent work continues as ops finish.
+ */
 static void run_loop(struct sim *s)
 {
 	uint64_t next_tick = s->now;
+	size_t drained = 0;
 
 	for (;;) {
 		bool more = s->issued < s->total && !out_of_time(s);
 		uint64_t t;
 
 		fill_slots(s);
-		if (s->now >= next_tick || tier_cq_drain(s->cq))
+		drained += tier_cq_drain(s->cq);
+		if (s->now >= next_tick || drained) {
 			next_tick = s->now + tier_engine_tick(s->eng) * 1000000ull;
+			drained = 0;
+		}
 		if (!more && !any_busy(s))
 			break;
 		t = min_u64(tier_store_mem_next_due(s->base), tier_store_mem_next_due(s->cache));
 		if (more && s->issued - s->done < s->cfg->qd)
 			t = min_u64(t, arrival(s, s->issued));
 		t = min_u64(t, next_tick);
-		advance_to(s, t);
+		drained += advance_to(s, t);
 	}
 }
 
@@ -511,4 +519,353 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	free(s.buf);
 	clock_gettime(CLOCK_MONOTONIC, &w1);
 	r->wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
+}
+
+/* ---- output ---- */
+
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+enum fmt { F_U64, F_PCT, F_X, F_D1, F_D3 };
+
+struct row {
+	const char *name, *csv;
+	enum fmt fmt;
+	double (*get)(const struct sim_result *r);
+};
+
+#define GETTER(n, expr) \
+	static double get_##n(const struct sim_result *r) { return (double)(expr); }
+GETTER(ops, r->ops)
+GETTER(vsec, (double)r->t_ns / 1e9)
+GETTER(iops, r->t_ns ? (double)r->ops / ((double)r->t_ns / 1e9) : 0.0)
+GETTER(lat_mean, r->lat_mean_us / 1000.0)
+GETTER(lat_p99, r->lat_p99_us / 1000.0)
+GETTER(rhit, ratio(r->st.read_hits, r->st.read_hits + r->st.read_misses))
+GETTER(whit, ratio(r->st.write_hits, r->st.write_hits + r->st.write_misses))
+GETTER(hit, ratio(r->st.read_hits + r->st.write_hits,
+		  r->st.read_hits + r->st.write_hits + r->st.read_misses + r->st.write_misses))
+GETTER(opt_obj, r->opt_obj.accesses ? 1.0 - r->opt_obj.miss_ratio : 0.0)
+GETTER(opt_blk, r->opt_blk.accesses ? 1.0 - r->opt_blk.miss_ratio : 0.0)
+GETTER(cap_obj, r->cap_objects)
+GETTER(promo_b, ratio(r->st.promote_bytes, r->client_bytes))
+GETTER(flush_b, ratio(r->st.flush_bytes, r->client_bytes))
+GETTER(proxy_b, ratio(r->st.proxy_read_bytes + r->st.proxy_write_bytes, r->client_bytes))
+GETTER(base_b, ratio(r->base.bytes[TIER_STORE_READ] + r->base.bytes[TIER_STORE_WRITE],
+		     r->client_bytes))
+GETTER(cache_b, ratio(r->cache.bytes[TIER_STORE_READ] + r->cache.bytes[TIER_STORE_WRITE],
+		      r->client_bytes))
+GETTER(promotions, r->st.promotions)
+GETTER(throttled, r->st.promote_throttled)
+GETTER(flushes, r->st.flushes)
+GETTER(evictions, r->st.evictions)
+GETTER(cached_obj, r->st.cached_objects)
+GETTER(dirty_obj, r->st.dirty_objects)
+GETTER(base_iops, r->t_ns ? (double)(r->base.ops[TIER_STORE_READ] + r->base.ops[TIER_STORE_WRITE]) /
+	((double)r->t_ns / 1e9) : 0.0)
+GETTER(wall, r->wall_s)
+#undef GETTER
+
+static const struct row rows[] = {
+	{ "requests (counted)", "ops", F_U64, get_ops },
+	{ "virtual seconds", "virtual_s", F_D3, get_vsec },
+	{ "IOPS (virtual)", "iops", F_D1, get_iops },
+	{ "latency mean ms", "lat_mean_ms", F_D3, get_lat_mean },
+	{ "latency p99 ms", "lat_p99_ms", F_D3, get_lat_p99 },
+	{ "read hit ratio", "read_hit", F_PCT, get_rhit },
+	{ "write hit ratio", "write_hit", F_PCT, get_whit },
+	{ "hit ratio", "hit", F_PCT, get_hit },
+	{ "OPT hit, objects", "opt_hit_object", F_PCT, get_opt_obj },
+	{ "OPT hit, blocks", "opt_hit_block", F_PCT, get_opt_blk },
+	{ "cache size, objects", "cache_objects", F_U64, get_cap_obj },
+	{ "promoted B/client B", "promote_per_byte", F_X, get_promo_b },
+	{ "flushed B/client B", "flush_per_byte", F_X, get_flush_b },
+	{ "proxied B/client B", "proxy_per_byte", F_X, get_proxy_b },
+	{ "base I/O B/client B", "base_per_byte", F_X, get_base_b },
+	{ "cache I/O B/client B", "cache_per_byte", F_X, get_cache_b },
+	{ "base ops/s", "base_iops", F_D1, get_base_iops },
+	{ "promotions", "promotions", F_U64, get_promotions },
+	{ "promote throttled", "promote_throttled", F_U64, get_throttled },
+	{ "flushes", "flushes", F_U64, get_flushes },
+	{ "evictions", "evictions", F_U64, get_evictions },
+	{ "cached objects (end)", "cached_objects_end", F_U64, get_cached_obj },
+	{ "dirty objects (end)", "dirty_objects_end", F_U64, get_dirty_obj },
+	{ "wall seconds", "wall_s", F_D3, get_wall },
+};
+
+static void fmt_val(char *out, size_t len, enum fmt f, double v)
+{
+	switch (f) {
+	case F_U64: snprintf(out, len, "%.0f", v); break;
+	case F_PCT: snprintf(out, len, "%.2f%%", v * 100.0); break;
+	case F_X:   snprintf(out, len, "%.3f", v); break;
+	case F_D1:  snprintf(out, len, "%.1f", v); break;
+	case F_D3:  snprintf(out, len, "%.3f", v); break;
+	}
+}
+
+static void print_table(const struct sim_cfg *c, const struct sim_result *r, size_t n)
+{
+	char v[64];
+
+	if (c->trace_path)
+		printf("tier-sim: trace=%s (%s, %zu requests) qd=%u cache=%" PRIu64
+		       " warmup=%" PRIu64 "\n", c->trace_path, trace_format_name(c->trace.format),
+		       c->trace.n, c->qd, c->cache, c->warmup);
+	else
+		printf("tier-sim: dist=%s rw=%s bs=%" PRIu64 " size=%" PRIu64 " cache=%" PRIu64
+		       " qd=%u ops=%" PRIu64 " warmup=%" PRIu64 " seed=%u\n", c->dist_name,
+		       c->rw_name, c->bs, c->size, c->cache, c->qd, c->ops, c->warmup, c->seed);
+	printf("base=%s (r %uus w %uus %" PRIu64 " B/s qd %u)  cache=%s (r %uus w %uus %"
+	       PRIu64 " B/s qd %u)\n", c->base_profile, c->base_model.read_latency_us,
+	       c->base_model.write_latency_us, c->base_model.bandwidth, c->base_model.queue_depth,
+	       c->cache_profile, c->cache_model.read_latency_us, c->cache_model.write_latency_us,
+	       c->cache_model.bandwidth, c->cache_model.queue_depth);
+	for (size_t i = 0; i < n; i++)
+		printf("  %-15s %s\n", r[i].policy, r[i].params);
+	printf("\n%-22s", "");
+	for (size_t i = 0; i < n; i++)
+		printf(" %15s", r[i].policy);
+	printf("\n");
+	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+		printf("%-22s", rows[k].name);
+		for (size_t i = 0; i < n; i++) {
+			fmt_val(v, sizeof(v), rows[k].fmt, rows[k].get(&r[i]));
+			printf(" %15s", v);
+		}
+		printf("\n");
+	}
+}
+
+static void write_csv(const struct sim_cfg *c, const struct sim_result *r, size_t n)
+{
+	FILE *f = fopen(c->csv_path, "w");
+	char v[64];
+
+	if (!f)
+		die("%s: %s", c->csv_path, strerror(errno));
+	fprintf(f, "policy,workload,qd,cache_bytes");
+	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++)
+		fprintf(f, ",%s", rows[k].csv);
+	fprintf(f, "\n");
+	for (size_t i = 0; i < n; i++) {
+		if (c->trace_path)
+			fprintf(f, "%s,trace:%s,%u,%" PRIu64, r[i].policy, c->trace_path, c->qd, c->cache);
+		else
+			fprintf(f, "%s,%s/%s/bs%" PRIu64 "/size%" PRIu64 ",%u,%" PRIu64, r[i].policy,
+				c->dist_name, c->rw_name, c->bs, c->size, c->qd, c->cache);
+		for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+			double x = rows[k].get(&r[i]);
+
+			if (rows[k].fmt == F_PCT)
+				snprintf(v, sizeof(v), "%.6f", x);
+			else
+				fmt_val(v, sizeof(v), rows[k].fmt, x);
+			fprintf(f, ",%s", v);
+		}
+		fprintf(f, "\n");
+	}
+	if (fclose(f) != 0)
+		die("%s: %s", c->csv_path, strerror(errno));
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: tier-sim [options]\n"
+"  --dist zipf:T|pareto:H|uniform|seq   offsets, fio-compatible (default zipf:1.1)\n"
+"  --rw write|read|randrw:W             W = write percent (default write)\n"
+"  --bs SIZE        request size (default 4k)     --size SIZE  image (default 4G)\n"
+"  --cache SIZE     target_max_bytes (default 1G) --qd N       closed-loop depth (16)\n"
+"  --ops N          requests (default 200000)     --seconds S  stop after S virtual s\n"
+"  --warmup N       first N requests not counted  --seed N     generator seed (1)\n"
+"  --trace FILE     CSV or fio iolog v2/v3 instead of the generator\n"
+"  --no-stall       trace: ignore timestamps, keep qd requests in flight\n"
+"  --policy LIST    comma list of promote-always, ceph, tierd (default all three)\n"
+"  --set KEY=VALUE  any [tier] parameter, after the policy preset (repeatable)\n"
+"  --base-profile hdd|ssd|none   --cache-profile hdd|ssd|none  device models\n"
+"  --dev POOL.FIELD=V  base.write_latency_us=500, cache.bandwidth=..., queue_depth\n"
+"  --csv FILE       also write one CSV row per policy\n"
+"  -v               engine log at info (-vv debug)\n");
+}
+
+static uint64_t parse_size(const char *opt, const char *v)
+{
+	uint64_t x;
+
+	if (tier_parse_bytes(v, &x) < 0 || x == 0)
+		die("%s: bad size '%s'", opt, v);
+	return x;
+}
+
+static uint64_t parse_num(const char *opt, const char *v)
+{
+	uint64_t x;
+
+	if (tier_parse_u64(v, &x) < 0)
+		die("%s: bad number '%s'", opt, v);
+	return x;
+}
+
+static void parse_dev(struct sim_cfg *c, const char *arg)
+{
+	char pool[16], field[32];
+	struct tier_devmodel_params *m;
+	const char *dot = strchr(arg, '.'), *eq = strchr(arg, '=');
+	uint64_t v;
+
+	if (!dot || !eq || eq < dot || (size_t)(dot - arg) >= sizeof(pool) ||
+	    (size_t)(eq - dot - 1) >= sizeof(field))
+		die("--dev wants POOL.FIELD=VALUE, got '%s'", arg);
+	snprintf(pool, sizeof(pool), "%.*s", (int)(dot - arg), arg);
+	snprintf(field, sizeof(field), "%.*s", (int)(eq - dot - 1), dot + 1);
+	m = !strcmp(pool, "base") ? &c->base_model : !strcmp(pool, "cache") ? &c->cache_model : NULL;
+	if (!m)
+		die("--dev: pool must be base or cache, got '%s'", pool);
+	if (!strcmp(field, "bandwidth"))
+		v = parse_size("--dev", eq + 1);
+	else
+		v = parse_num("--dev", eq + 1);
+	if (!strcmp(field, "read_latency_us"))
+		m->read_latency_us = (uint32_t)v;
+	else if (!strcmp(field, "write_latency_us"))
+		m->write_latency_us = (uint32_t)v;
+	else if (!strcmp(field, "latency_us"))
+		m->read_latency_us = m->write_latency_us = (uint32_t)v;
+	else if (!strcmp(field, "bandwidth"))
+		m->bandwidth = v;
+	else if (!strcmp(field, "queue_depth"))
+		m->queue_depth = (uint32_t)v;
+	else
+		die("--dev: unknown field '%s'", field);
+}
+
+static void parse_policies(struct sim_cfg *c, char *list)
+{
+	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if (c->n_policies == SIM_MAX_POLICIES)
+			die("too many policies");
+		c->policies[c->n_policies++] = p;
+	}
+}
+
+static void profiles(struct sim_cfg *c)
+{
+	if (tier_devmodel_profile(c->base_profile, &c->base_model) < 0)
+		die("unknown base profile '%s'", c->base_profile);
+	if (tier_devmodel_profile(c->cache_profile, &c->cache_model) < 0)
+		die("unknown cache profile '%s'", c->cache_profile);
+}
+
+static void parse_args(struct sim_cfg *c, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "dist", 1, NULL, 'd' }, { "rw", 1, NULL, 'r' }, { "bs", 1, NULL, 'b' },
+		{ "size", 1, NULL, 'S' }, { "cache", 1, NULL, 'c' }, { "ops", 1, NULL, 'n' },
+		{ "seconds", 1, NULL, 't' }, { "qd", 1, NULL, 'q' }, { "warmup", 1, NULL, 'w' },
+		{ "seed", 1, NULL, 'e' }, { "trace", 1, NULL, 'T' }, { "no-stall", 0, NULL, 'N' },
+		{ "policy", 1, NULL, 'p' }, { "set", 1, NULL, 's' }, { "csv", 1, NULL, 'C' },
+		{ "base-profile", 1, NULL, 'B' }, { "cache-profile", 1, NULL, 'K' },
+		{ "dev", 1, NULL, 'D' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	char *devs[16];
+	size_t n_devs = 0;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
+		switch (o) {
+		case 'd':
+			c->dist_name = optarg;
+			if (gen_dist_parse(optarg, &c->dist, &c->dist_param) < 0)
+				die("--dist: bad distribution '%s'", optarg);
+			break;
+		case 'r':
+			c->rw_name = optarg;
+			if (gen_parse_rw(optarg, &c->write_pct) < 0)
+				die("--rw: bad mode '%s'", optarg);
+			break;
+		case 'b': c->bs = parse_size("--bs", optarg); break;
+		case 'S': c->size = parse_size("--size", optarg); break;
+		case 'c': c->cache = parse_size("--cache", optarg); break;
+		case 'n': c->ops = parse_num("--ops", optarg); break;
+		case 't': c->seconds = parse_num("--seconds", optarg); break;
+		case 'q': c->qd = (uint32_t)parse_num("--qd", optarg); break;
+		case 'w': c->warmup = parse_num("--warmup", optarg); break;
+		case 'e': c->seed = (uint32_t)parse_num("--seed", optarg); break;
+		case 'T': c->trace_path = optarg; break;
+		case 'N': c->no_stall = true; break;
+		case 'p': parse_policies(c, optarg); break;
+		case 's':
+			if (c->n_sets == SIM_MAX_SETS)
+				die("too many --set");
+			c->sets[c->n_sets++] = optarg;
+			break;
+		case 'C': c->csv_path = optarg; break;
+		case 'B': c->base_profile = optarg; break;
+		case 'K': c->cache_profile = optarg; break;
+		case 'D':
+			if (n_devs == sizeof(devs) / sizeof(devs[0]))
+				die("too many --dev");
+			devs[n_devs++] = optarg;
+			break;
+		case 'v': c->verbose++; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind != argc)
+		die("unexpected argument '%s'", argv[optind]);
+	profiles(c);
+	for (size_t i = 0; i < n_devs; i++)
+		parse_dev(c, devs[i]);
+	if (c->qd == 0 || c->qd > SIM_MAX_QD)
+		die("--qd must be 1..%d", SIM_MAX_QD);
+}
+
+static void load_trace(struct sim_cfg *c)
+{
+	char err[256];
+	int ret = trace_load(c->trace_path, &c->trace, err, sizeof(err));
+
+	if (ret < 0)
+		die("%s: %s", c->trace_path, err[0] ? err : strerror(-ret));
+	if (c->trace.n_files > 1)
+		fprintf(stderr, "tier-sim: %s names %u files; all are replayed on one image\n",
+			c->trace_path, c->trace.n_files);
+	if (c->trace.max_end > c->size) {
+		c->size = c->trace.max_end;
+		fprintf(stderr, "tier-sim: image size raised to %" PRIu64 " to fit the trace\n",
+			c->size);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static char all[] = "promote-always,ceph,tierd";
+	struct sim_cfg c = {
+		.dist = GEN_DIST_ZIPF, .dist_param = 1.1, .dist_name = "zipf:1.1",
+		.write_pct = 100, .rw_name = "write", .bs = 4096, .size = 4ull << 30,
+		.cache = 1ull << 30, .ops = 200000, .qd = 16, .seed = 1,
+		.base_profile = "hdd", .cache_profile = "ssd",
+	};
+	struct sim_result res[SIM_MAX_POLICIES];
+
+	parse_args(&c, argc, argv);
+	if (!c.n_policies)
+		parse_policies(&c, all);
+	if (c.trace_path)
+		load_trace(&c);
+	else if (c.size < c.bs)
+		die("--size must be at least --bs");
+	for (size_t i = 0; i < c.n_policies; i++)
+		run_one(&c, c.policies[i], &res[i]);
+	print_table(&c, res, c.n_policies);
+	if (c.csv_path)
+		write_csv(&c, res, c.n_policies);
+	trace_free(&c.trace);
+	return 0;
 }

@@ -108,7 +108,9 @@ struct tier_store_op {
  * polls with tier_cq_wait().
  */
 int tier_cq_create(void (*notify)(void *arg), void *arg, struct tier_cq **out);
-void tier_cq_destroy(struct tier_cq *cq);           /* NULL ok; queue must be empty */
+/* NULL ok. @pre the queue is empty and no backend can push any more
+ * (stores destroyed, rados disconnected). */
+void tier_cq_destroy(struct tier_cq *cq);
 /* Run the callbacks of every queued op on the calling thread; returns how many. */
 size_t tier_cq_drain(struct tier_cq *cq);
 /* Block until the queue is non-empty or timeout_ms passes (-1 = forever).

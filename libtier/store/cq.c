@@ -45,6 +45,9 @@ void tier_cq_destroy(struct tier_cq *cq)
 {
 	if (!cq)
 		return;
+	/* wait out a producer still inside tier__cq_push */
+	pthread_mutex_lock(&cq->lock);
+	pthread_mutex_unlock(&cq->lock);
 	pthread_mutex_destroy(&cq->lock);
 	pthread_cond_destroy(&cq->cond);
 	free(cq);
@@ -62,12 +65,17 @@ void tier__cq_push(struct tier_cq *cq, struct tier_store_op *op)
 	else
 		cq->head = op;
 	cq->tail = op;
-	if (was_empty)
+	if (was_empty) {
 		pthread_cond_broadcast(&cq->cond);
+		/*
+		 * uv_async_send coalesces, so one wake per empty->non-empty edge
+		 * is enough.  Called under the lock: once we unlock, the owner may
+		 * drain this op and destroy the queue.
+		 */
+		if (cq->notify)
+			cq->notify(cq->notify_arg);
+	}
 	pthread_mutex_unlock(&cq->lock);
-	/* uv_async_send coalesces, so one wake per empty->non-empty edge is enough */
-	if (was_empty && cq->notify)
-		cq->notify(cq->notify_arg);
 }
 
 /* Callbacks may submit ops that complete at once (mem store); keep draining,

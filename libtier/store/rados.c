@@ -301,9 +301,9 @@ static int submit_write(void *bep, struct tier_store_op *op)
 		rados_write_op_write(x->wop, zero_byte, 1, op->off + op->len - 1);
 		break;
 	case TIER_STORE_SETMETA:
-		if (op->flags & TIER_STORE_F_CREATE)
+		if ((op->flags & TIER_STORE_F_CREATE) && !(op->flags & TIER_STORE_F_EXCL))
 			rados_write_op_create(x->wop, LIBRADOS_CREATE_IDEMPOTENT, NULL);
-		else
+		else if (!(op->flags & TIER_STORE_F_CREATE))
 			rados_write_op_assert_exists(x->wop);
 		break;
 	case TIER_STORE_REMOVE:

@@ -10,7 +10,9 @@
  */
 #undef NDEBUG
 #include <errno.h>
+#include <libgen.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -222,6 +224,9 @@ static void test_meta_stat_and_setmeta(void **state)
 	assert_int_equal(run(f, &op), -ENOENT);
 	op.flags |= TIER_STORE_F_CREATE;
 	assert_int_equal(run(f, &op), 0);
+	/* create-only-if-absent for a promotion's first meta */
+	op.flags |= TIER_STORE_F_EXCL;
+	assert_int_equal(run(f, &op), -EEXIST);
 	mk(&op, TIER_STORE_STAT, "m-absent");
 	assert_int_equal(run(f, &op), 0);
 	assert_int_equal(op.obj_size, 0);
@@ -520,6 +525,69 @@ static void test_connect_errors_name_monitor_and_id(void **state)
 	assert_non_null(strstr(err, "/nonexistent/ceph.conf"));
 }
 
+/*
+ * The cluster going away: with the cache pool's OSD frozen (SIGSTOP, dev
+ * cluster only: DIR/run/osd.1.pid next to $CEPH_CONF), an op waits about
+ * op_timeout and fails with -ETIMEDOUT; once the OSD is back the same store
+ * works again without reconnecting.
+ */
+static pid_t g_frozen;
+
+static int thaw(void **state)
+{
+	if (g_frozen > 0)
+		kill(g_frozen, SIGCONT);
+	g_frozen = 0;
+	(void)state;
+	return 0;
+}
+
+static void test_osd_gone_times_out_then_recovers(void **state)
+{
+	char conf[512], pidfile[600], err[512];
+	struct tier_rados_opts o = {0};
+	struct tier_rados *r = NULL;
+	struct tier_store *st = NULL;
+	struct tier_store_op op;
+	struct fx f = { .cq = g_cq };
+	long pid = 0;
+	time_t t0, took;
+	FILE *fp;
+
+	(void)state;
+	snprintf(conf, sizeof(conf), "%s", getenv("CEPH_CONF"));
+	snprintf(pidfile, sizeof(pidfile), "%s/run/osd.1.pid", dirname(conf));
+	fp = fopen(pidfile, "r");
+	if (!fp || fscanf(fp, "%ld", &pid) != 1 || pid <= 0) {
+		if (fp)
+			fclose(fp);
+		skip();    /* not a deploy/ceph-dev-cluster cluster */
+	}
+	fclose(fp);
+	o.conf = getenv("CEPH_CONF");
+	o.client_name = "client.admin";
+	o.op_timeout_ms = 2000;
+	assert_int_equal(tier_rados_connect(&o, &r, err, sizeof(err)), 0);
+	assert_int_equal(tier_store_rados_create(r, POOL, NULL, g_cq, &st), 0);
+	f.st = st;
+	mk(&op, TIER_STORE_WRITE, "gone"); op.len = 4; op.buf = "live";
+	assert_int_equal(run(&f, &op), 4);
+
+	g_frozen = (pid_t)pid;
+	assert_int_equal(kill(g_frozen, SIGSTOP), 0);
+	mk(&op, TIER_STORE_WRITE, "gone"); op.len = 4; op.buf = "dead";
+	t0 = time(NULL);
+	assert_int_equal(run(&f, &op), -ETIMEDOUT);
+	took = time(NULL) - t0;
+	assert_true(took >= 1 && took <= 10);
+	thaw(NULL);
+
+	mk(&op, TIER_STORE_WRITE, "gone"); op.len = 4; op.buf = "back";
+	assert_int_equal(run(&f, &op), 4);
+	tier_store_destroy(st);
+	tier_rados_disconnect(r);
+}
+
 /* Remove every object this run created (both namespaces are checked above). */
 static void cleanup_objects(void)
 {
@@ -593,6 +661,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_ops_complete_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_count_rados_ops, setup, teardown),
 		cmocka_unit_test(test_connect_errors_name_monitor_and_id),
+		cmocka_unit_test_teardown(test_osd_gone_times_out_then_recovers, thaw),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	cleanup_objects();

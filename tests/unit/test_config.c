@@ -292,6 +292,43 @@ static void test_file_problems(void **state)
 	tierd_config_free(NULL);
 }
 
+#ifdef EXAMPLE_CONF
+/* deploy/tierd.conf.example loads as shipped and with every key uncommented
+ * (except rbd_image, which belongs to the rados backend). */
+static void test_example_file_loads(void **state)
+{
+	FILE *f = fopen(EXAMPLE_CONF, "r");
+	char line[512], *text = calloc(1, 65536);
+	size_t n = 0, keys = 0;
+	struct tierd_config *c;
+	(void)state;
+	assert_non_null(f);
+	assert_non_null(text);
+	while (fgets(line, sizeof(line), f)) {
+		const char *l = line;
+		size_t k = 1;
+		while (line[0] == '#' && (line[k] == '_' || (line[k] >= 'a' && line[k] <= 'z')))
+			k++;
+		if ((line[0] == '#' && k > 1 && !strncmp(line + k, " =", 2) &&
+		     strncmp(line, "#rbd_image", 10)) || !strncmp(line, "#[image.", 8)) {
+			l = line + 1;
+			keys++;
+		}
+		n += (size_t)snprintf(text + n, 65536 - n, "%s", l);
+	}
+	fclose(f);
+	assert_true(keys > 50);   /* every key of every section */
+	c = load_ok(text);
+	assert_int_equal(c->n_listen, 2);
+	assert_int_equal(c->n_images, 1);
+	assert_true(c->images[0].size == 10ull << 30);
+	tierd_config_free(c);
+	free(text);
+	assert_int_equal(tierd_config_load(EXAMPLE_CONF, &c, err, sizeof(err)), 0);
+	tierd_config_free(c);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +342,9 @@ int main(void)
 		cmocka_unit_test(test_image_sections),
 		cmocka_unit_test(test_cross_checks),
 		cmocka_unit_test(test_file_problems),
+#ifdef EXAMPLE_CONF
+		cmocka_unit_test(test_example_file_loads),
+#endif
 	};
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);
 }

@@ -798,6 +798,54 @@ static void test_hdd_model_paces_completions(void **state)
 	free(buf);
 }
 
+/*
+ * One worker, a slow write submitted before quick reads: the reads must not
+ * wait behind the write's modelled 100 ms (a worker sleeping out each op's
+ * service time would make them).
+ */
+static void test_one_worker_does_not_cap_modelled_queue_depth(void **state)
+{
+	struct env *e = *state;
+	struct tier_local_opts o = { .workers = 1 };
+	static struct tier_store_op ops[9];
+	static struct timed tm[9];
+	static char bufs[9][8];
+	uint64_t t0;
+	int done = 0;
+
+	o.model.read_latency_us = 1000;
+	o.model.write_latency_us = 100000;
+	o.model.queue_depth = 16;
+	assert_int_equal(put(e, "q", 0, "abcdefgh", 8, 0, NULL, 0), 8);
+	reopen(e, &o);
+	t0 = now_ns();
+	for (int i = 0; i < 9; i++) {
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].opcode = i == 0 ? TIER_STORE_WRITE : TIER_STORE_READ;
+		strcpy(ops[i].oid, i == 0 ? "slow" : "q");
+		ops[i].buf = bufs[i];
+		ops[i].len = 8;
+		ops[i].cb = timed_done;
+		tm[i].done = &done;
+		ops[i].priv = &tm[i];
+		assert_int_equal(tier_store_submit(e->st, &ops[i]), 0);
+	}
+	while (done < 9) {
+		tier_cq_wait(e->cq, 1000);
+		tier_cq_drain(e->cq);
+	}
+	assert_int_equal(ops[0].result, 8);
+	assert_true(tm[0].t_done >= t0 + 100000000ull);
+	for (int i = 1; i < 9; i++) {
+		assert_int_equal(ops[i].result, 8);
+		assert_memory_equal(bufs[i], "abcdefgh", 8);
+		assert_true(tm[i].t_done >= t0 + 1000000ull);
+		/* modelled at ~1 ms; 60 ms of slack for a loaded box */
+		assert_true(tm[i].t_done <= t0 + 60000000ull);
+		assert_true(tm[i].t_done < tm[0].t_done);
+	}
+}
+
 static void test_fault_added_latency_delays_completion(void **state)
 {
 	struct env *e = *state;
@@ -928,6 +976,7 @@ int main(void)
 		T(test_batched_guarded_writes_one_winner_per_round),
 		T(test_racing_exclusive_creates_one_wins),
 		T(test_hdd_model_paces_completions),
+		T(test_one_worker_does_not_cap_modelled_queue_depth),
 		T(test_fault_added_latency_delays_completion),
 		T(test_direct_io_aligned_and_unaligned),
 		T(test_crash_order_xattr),

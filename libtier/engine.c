@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/engine.c - the engine instance: creation over two stores,
+ * parameters, the periodic tick (throttle refill, hitset rotation and
+ * archiving, agent, background sync), request completion delivery, the
+ * admin entry points and the statistics snapshot.  It decides when client
+ * callbacks run (never inside tier_image_submit) and when the cache pool
+ * counts as degraded.  It must never block, print, or read time except
+ * through opts.clock.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libtier/engine_int.h"
+
+#define DEGRADE_MS 10000   /* cache pool errors: no admissions for this long */
+
+static uint64_t mono_ns(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tier__eng_now_ns(const struct tier_engine *e)
+{
+	return e->o.clock(e->o.clock_arg);
+}
+
+void tier__log(const struct tier_engine *e, enum tier_log_level lvl, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	if (!e->o.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	e->o.log(e->o.log_arg, lvl, buf);
+}
+
+struct tier_image *tier__image_by_id(const struct tier_engine *e, uint32_t id)
+{
+	for (size_t i = 0; i < e->n_imgs; i++)
+		if (e->imgs[i]->id == id)
+			return e->imgs[i];
+	return NULL;
+}
+
+void tier__oid(const struct tier_image *img, uint64_t objno, char *out)
+{
+	snprintf(out, TIER_OID_MAX, "%s.%016llx", img->prefix, (unsigned long long)objno);
+}
+
+void tier__req_put(struct tier_engine *e, struct tier_request *req, int err)
+{
+	if (err < 0 && !req->first_err)
+		req->first_err = err;
+	if (--req->pending)
+		return;
+	req->next = NULL;
+	if (e->done_tail)
+		e->done_tail->next = req;
+	else
+		e->done_head = req;
+	e->done_tail = req;
+}
+
+void tier__deliver(struct tier_engine *e)
+{
+	struct tier_request *req;
+
+	if (e->delivering || e->in_submit)
+		return;
+	e->delivering = true;
+	while ((req = e->done_head)) {
+		enum tier_lat_kind k = req->type == TIER_REQ_READ ? TIER_LAT_READ :
+				       req->type == TIER_REQ_WRITE ? TIER_LAT_WRITE : TIER_LAT_OTHER;
+		uint64_t now = tier__eng_now_ns(e);
+
+		e->done_head = req->next;
+		if (!e->done_head)
+			e->done_tail = NULL;
+		req->next = NULL;
+		tier_lat_record(&e->st.lat[k], (now - req->t_start_ns) / 1000);
+		e->reqs_inflight--;
+		if (req->first_err)
+			e->st.errors++;
+		req->cb(req, req->first_err);
+	}
+	e->delivering = false;
+}
+
+struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
+				struct tier__obj *obj)
+{
+	struct tier__job *j = calloc(1, sizeof(*j) + TIER_META_MAX);
+
+	if (!j)
+		return NULL;
+	j->e = e;
+	j->kind = kind;
+	j->img = img;
+	j->obj = obj;
+	e->jobs_inflight++;
+	return j;
+}
+
+void tier__job_free(struct tier__job *j)
+{
+	if (!j)
+		return;
+	j->e->jobs_inflight--;
+	free(j->buf);
+	free(j->ops);
+	free(j->snap);
+	free(j);
+}
+
+void tier__cache_error(struct tier_engine *e, int err)
+{
+	bool was = tier__degraded(e);
+
+	e->st.cache_errors++;
+	e->degraded_until_ms = tier__eng_now_ms(e) + DEGRADE_MS;
+	if (!was)
+		tier__log(e, TIER_LOG_WARN, "cache pool error %d: proxying new misses for %d s",
+			  err, DEGRADE_MS / 1000);
+}
+
+bool tier__degraded(const struct tier_engine *e)
+{
+	return e->degraded_until_ms && tier__eng_now_ms(e) < e->degraded_until_ms;
+}
+
+void tier__base_latency(struct tier_engine *e, uint64_t ns)
+{
+	double us = (double)ns / 1000.0;
+
+	if (e->base_lat_ewma == 0.0)
+		e->base_lat_ewma = us;
+	else
+		e->base_lat_ewma = 0.9 * e->base_lat_ewma + 0.1 * us;
+	/* the floor follows the ewma down at once and creeps up slowly */
+	if (e->base_lat_floor == 0.0 || e->base_lat_ewma < e->base_lat_floor)
+		e->base_lat_floor = e->base_lat_ewma;
+	else
+		e->base_lat_floor *= 1.0005;
+}
+
+uint64_t tier__policy_capacity(const struct tier_engine *e)
+{
+	uint64_t c = e->p.target_max_objects;
+	uint64_t b = e->p.target_max_bytes / e->p.object_size;
+
+	if (!c || (b && b < c))
+		c = b;
+	return c < 16 ? 16 : c;
+}
+
+static int check_params(const struct tier_params *p, uint32_t *nbits)
+{
+	if (!p->object_size || !p->extent_size || p->object_size > (64ull << 20) ||
+	    p->extent_size > p->object_size)
+		return -EINVAL;
+	if (p->cache_target_dirty_ratio > p->cache_target_dirty_high_ratio)
+		return -EINVAL;
+	if ((int)p->cache_mode < 0 || p->cache_mode > TIER_MODE_NONE ||
+	    (int)p->promote_granularity < 0 || p->promote_granularity > TIER_GRAN_EXTENT ||
+	    (int)p->evict_policy < 0 || p->evict_policy > TIER_EVICT_S3FIFO)
+		return -EINVAL;
+	if (!p->hit_set_count || !p->hit_set_period || !p->agent_max_ops || !p->agent_max_low_ops)
+		return -EINVAL;
+	*nbits = (uint32_t)((p->object_size + p->extent_size - 1) / p->extent_size);
+	if (tier_meta_size(*nbits) > TIER_META_MAX) {
+		if (p->promote_granularity == TIER_GRAN_EXTENT)
+			return -EINVAL;
+		*nbits = 0;   /* extent bitmaps impossible: object mode only */
+	}
+	return 0;
+}
+
+int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **out)
+{
+	struct tier_engine *e = NULL;
+	uint32_t nbits;
+	int rc;
+
+	*out = NULL;
+	if (!o || !o->base || !o->cache || check_params(&o->params, &nbits) < 0)
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->o = *o;
+	if (!e->o.clock)
+		e->o.clock = mono_ns;
+	e->p = o->params;
+	e->base = o->base;
+	e->cache = o->cache;
+	e->nbits = nbits;
+	e->nwords = tier_meta_words(nbits);
+	e->meta_cap = (tier_meta_size(nbits) + 15) & ~(size_t)15;
+	e->ext_size = (sizeof(struct tier__ext) + 2 * e->meta_cap + 3 * e->nwords * 8 + 15) &
+		      ~(size_t)15;
+	rc = tier__map_init(e);
+	if (rc < 0)
+		goto out;
+	rc = tier__hitsets_create((unsigned)e->p.hit_set_count, e->p.hit_set_fpp,
+				  tier__policy_capacity(e) * 4, tier__eng_now_ms(e), &e->hs);
+	if (rc < 0)
+		goto out;
+	rc = tier__policy_create(e->p.evict_policy, e->hs, &e->p, tier__policy_capacity(e), &e->pol);
+	if (rc < 0)
+		goto out;
+	e->tb_last_ns = tier__eng_now_ns(e);
+	e->tb_bytes = (double)(e->p.promote_max_bytes_sec > e->p.object_size ?
+			       e->p.promote_max_bytes_sec : e->p.object_size);
+	e->tb_objs = e->p.promote_max_objects_sec > 1 ? (double)e->p.promote_max_objects_sec : 1.0;
+	tier__hitsets_start_load(e);
+	*out = e;
+	return 0;
+out:
+	tier_engine_destroy(e);
+	return rc;
+}
+
+void tier_engine_destroy(struct tier_engine *e)
+{
+	if (!e)
+		return;
+	tier__policy_destroy(e->pol);
+	tier__hitsets_destroy(e->hs);
+	tier__map_fini(e);
+	tier__ext_pool_fini(e);
+	for (size_t i = 0; i < e->n_imgs; i++)
+		tier__image_free(e->imgs[i]);
+	free(e->imgs);
+	free(e->unsync);
+	for (size_t i = 0; i < e->n_hs_names; i++)
+		free(e->hs_names[i]);
+	free(e->hs_names);
+	free(e);
+}
+
+static void reinsert(struct tier_engine *e, struct tier__obj *o, void *arg)
+{
+	(void)arg;
+	if (o->state != TIER__ABSENT)
+		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+}
+
+int tier_engine_set_params(struct tier_engine *e, const struct tier_params *p)
+{
+	struct tier__policy *np = NULL;
+	uint32_t nbits;
+	int rc;
+
+	if (check_params(p, &nbits) < 0 || p->object_size != e->p.object_size ||
+	    p->extent_size != e->p.extent_size)
+		return -EINVAL;
+	{
+		struct tier_params old = e->p;
+		uint64_t oldcap = tier__policy_capacity(e);
+
+		e->p = *p;
+		if (p->evict_policy != old.evict_policy || tier__policy_capacity(e) != oldcap) {
+			rc = tier__policy_create(p->evict_policy, e->hs, &e->p,
+						 tier__policy_capacity(e), &np);
+			if (rc < 0) {
+				e->p = old;
+				return rc;
+			}
+		}
+	}
+	tier__hitsets_configure(e->hs, (unsigned)p->hit_set_count, p->hit_set_fpp);
+	if (np) {
+		tier__policy_destroy(e->pol);
+		e->pol = np;
+		tier__map_foreach(e, reinsert, NULL);
+	}
+	tier__agent_run(e);
+	return 0;
+}
+
+const struct tier_params *tier_engine_params(const struct tier_engine *e)
+{
+	return &e->p;
+}
+
+uint64_t tier_engine_tick(struct tier_engine *e)
+{
+	tier__deliver(e);
+	tier__tokens_refill(e);
+	tier__hitsets_tick(e);
+	tier__agent_run(e);
+	if (e->n_unsync > 4096)
+		tier__sync_background(e);
+	tier__deliver(e);
+	if (e->done_head)
+		return 1;
+	if (e->flush_mode != TIER_FLUSH_IDLE || e->evict_mode != TIER_EVICT_IDLE ||
+	    e->drain_flush || e->drain_evict)
+		return 10;
+	return e->p.hit_set_period < 100 ? e->p.hit_set_period : 100;
+}
+
+bool tier_engine_idle(const struct tier_engine *e)
+{
+	return !e->reqs_inflight && !e->jobs_inflight && !e->exts_inflight && !e->done_head;
+}
+
+/* ---- admin ---- */
+
+int tier_engine_flush_all(struct tier_engine *e, struct tier_image *img)
+{
+	e->drain_img = img;
+	e->drain_all = img == NULL;
+	e->drain_flush = true;
+	tier__agent_run(e);
+	return 0;
+}
+
+int tier_engine_evict_all(struct tier_engine *e, struct tier_image *img)
+{
+	e->drain_img = img;
+	e->drain_all = img == NULL;
+	e->drain_evict = true;
+	tier__agent_run(e);
+	return 0;
+}
+
+int tier_engine_promote(struct tier_engine *e, struct tier_image *img, uint64_t off, uint64_t len)
+{
+	uint64_t os = e->p.object_size;
+	int rc = 0;
+
+	if (!img || img->closed || !len || off + len < off || off + len > img->size)
+		return -EINVAL;
+	if (img->ready != 1)
+		return -EAGAIN;
+	for (uint64_t ob = off / os; ob <= (off + len - 1) / os && rc == 0; ob++)
+		rc = tier__ext_enqueue(e, img, NULL, TIER_REQ_CACHE, ob, 0, 0, NULL);
+	return rc;
+}
+
+void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out)
+{
+	*out = e->st;
+	out->cached_objects = e->n_cached;
+	out->cached_bytes = e->cached_bytes;
+	out->dirty_objects = e->n_dirty;
+	out->dirty_bytes = e->dirty_bytes;
+	out->flush_mode = (uint64_t)e->flush_mode;
+	out->evict_mode = (uint64_t)e->evict_mode;
+	out->evict_effort_pct = e->effort_pct;
+	out->agent_ops_in_flight = e->agent_flushing + e->agent_evicting;
+	out->requests_in_flight = e->reqs_inflight;
+	out->dirty_ratio_ppm = (uint64_t)(tier__dirty_ratio(e) * 1e6);
+	out->full_ratio_ppm = (uint64_t)(tier__full_ratio(e) * 1e6);
+}
+
+char *tier_engine_hitset_json(const struct tier_engine *e)
+{
+	return tier__hitsets_json(e->hs);
+}
+
+size_t tier_engine_bytes_per_object(const struct tier_engine *e)
+{
+	size_t table = (e->ht_mask + 1) * sizeof(*e->ht);
+
+	if (!e->n_objs)
+		return sizeof(struct tier__obj) + 2 * sizeof(size_t) + sizeof(void *) +
+		       (e->p.promote_granularity == TIER_GRAN_EXTENT ? 2 * e->nwords * 8 : 0);
+	return (size_t)((e->obj_mem + table) / e->n_objs);
+}

@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/flush.c - the jobs that move data out of the cache: flush (read
+ * dirty data from the cache, write it to base durably, then clear the dirty
+ * mark with SETMETA guarded by the object version), evict (REMOVE of a
+ * clean copy guarded by its version) and sync (make acknowledged writes
+ * durable for NBD_CMD_FLUSH).  A write that lands during a flush bumps the
+ * version, so the flush's guard fails or its completion sees a newer
+ * version, and the object stays DIRTY.  These jobs must never mark a copy
+ * clean unless base holds exactly that version's data, and never remove a
+ * copy whose version moved.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtier/engine_int.h"
+
+#define AGENT_PAUSE_MS 1000   /* the agent rests after a failed flush or evict */
+
+/* ---- flush ---- */
+
+static void flush_cb(struct tier_store_op *op);
+
+static void flush_done(struct tier__job *j, bool failed)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+
+	if (failed) {
+		e->st.flush_failed++;
+		e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
+	}
+	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
+	e->agent_flushing--;
+	tier__job_free(j);
+	tier__obj_kick(e, o);
+	tier__agent_run(e);
+	tier__deliver(e);
+}
+
+static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
+{
+	memset(op, 0, sizeof(*op));
+	op->opcode = opc;
+	op->cb = flush_cb;
+	op->priv = j;
+	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
+}
+
+static void flush_submit(struct tier_store *st, struct tier_store_op *op)
+{
+	if (tier_store_submit(st, op) < 0) {
+		op->result = -EINVAL;
+		flush_cb(op);
+	}
+}
+
+static void flush_read(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	uint64_t es = e->p.extent_size, first = UINT64_MAX, last = 0;
+
+	j->version = o->version;
+	j->span_off = 0;
+	j->len = o->len;
+	if (o->bits) {
+		memcpy(j->snap, o->bits + e->nwords, e->nwords * 8);
+		for (uint64_t i = 0; i < e->nbits; i++) {
+			if (tier__bit(j->snap, i)) {
+				if (first == UINT64_MAX)
+					first = i;
+				last = i;
+			}
+		}
+		if (first == UINT64_MAX) {
+			j->len = 0;   /* nothing dirty: only the mark to clear */
+		} else {
+			uint64_t end = (last + 1) * es;
+			j->span_off = first * es;
+			j->len = (end < o->len ? end : o->len) - j->span_off;
+		}
+	}
+	j->step = 1;
+	if (!j->len) {
+		j->step = 3;
+		j->op.result = 0;
+		j->npending = 0;
+		flush_cb(&j->op);
+		return;
+	}
+	j->buf = malloc(j->len);
+	if (!j->buf) {
+		flush_done(j, true);
+		return;
+	}
+	job_op(j, &j->op, TIER_STORE_READ);
+	j->op.off = j->span_off;
+	j->op.len = j->len;
+	j->op.buf = j->buf;
+	flush_submit(j->e->cache, &j->op);
+}
+
+/* Dirty runs as base writes; all but the last go out together, the last with FUA. */
+static int flush_plan(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	uint64_t es = e->p.extent_size, n = 0;
+
+	if (!o->bits) {
+		j->ops = calloc(1, sizeof(*j->ops));
+		if (!j->ops)
+			return -ENOMEM;
+		job_op(j, &j->ops[0], TIER_STORE_WRITE);
+		j->ops[0].off = 0;
+		j->ops[0].len = o->len;
+		j->ops[0].buf = j->buf;
+		j->nops = 1;
+		return 0;
+	}
+	for (uint64_t i = 0; i < e->nbits; i++)
+		if (tier__bit(j->snap, i) && (i == 0 || !tier__bit(j->snap, i - 1)))
+			n++;
+	j->ops = calloc(n ? n : 1, sizeof(*j->ops));
+	if (!j->ops)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < e->nbits; i++) {
+		uint64_t s, t;
+		if (!tier__bit(j->snap, i) || (i > 0 && tier__bit(j->snap, i - 1)))
+			continue;
+		s = i;
+		while (i + 1 < e->nbits && tier__bit(j->snap, i + 1))
+			i++;
+		t = (i + 1) * es < o->len ? (i + 1) * es : o->len;
+		if (s * es >= t)
+			continue;
+		job_op(j, &j->ops[j->nops], TIER_STORE_WRITE);
+		j->ops[j->nops].off = s * es;
+		j->ops[j->nops].len = t - s * es;
+		j->ops[j->nops].buf = (char *)j->buf + (s * es - j->span_off);
+		j->nops++;
+	}
+	return 0;
+}
+
+static void flush_setmeta(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	int ml;
+
+	j->step = 4;
+	if (o->bits) {
+		uint64_t *zero = j->snap + e->nwords;
+		memset(zero, 0, e->nwords * 8);
+		ml = tier__meta_encode_obj(e, 0, j->version, o->bits, zero, j->meta);
+	} else {
+		ml = tier__meta_encode_obj(e, 0, j->version, NULL, NULL, j->meta);
+	}
+	job_op(j, &j->op, TIER_STORE_SETMETA);
+	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD;
+	j->op.meta = j->meta;
+	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
+	j->op.version = j->version;
+	j->op.expect_version = j->version;
+	if (ml < 0) {
+		flush_done(j, true);
+		return;
+	}
+	flush_submit(e->cache, &j->op);
+}
+
+static void flush_base_writes(struct tier__job *j, bool last)
+{
+	struct tier_engine *e = j->e;
+
+	if (!last) {
+		j->step = 2;
+		j->npending = j->nops - 1;
+		for (size_t i = 0; i + 1 < j->nops; i++)
+			flush_submit(e->base, &j->ops[i]);
+		if (j->nops > 1)
+			return;
+	}
+	j->step = 3;
+	j->npending = 1;
+	j->ops[j->nops - 1].flags = TIER_STORE_F_FUA;
+	flush_submit(e->base, &j->ops[j->nops - 1]);
+}
+
+static void flush_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	int r = op->result;
+
+	switch (j->step) {
+	case 0:   /* STAT: learn the store's version after a failed write */
+		if (r < 0) {
+			tier__cache_error(e, r);
+			flush_done(j, true);
+			return;
+		}
+		o->version = op->obj_version;
+		o->flags &= (uint16_t)~TIER__OF_VUNK;
+		flush_read(j);
+		return;
+	case 1:   /* cache read */
+		if (r < 0) {
+			tier__cache_error(e, r);
+			flush_done(j, true);
+			return;
+		}
+		if (flush_plan(j) < 0 || !j->nops) {
+			if (j->nops)
+				flush_done(j, true);
+			else
+				flush_setmeta(j);
+			return;
+		}
+		flush_base_writes(j, false);
+		return;
+	case 2:
+	case 3:   /* base writes */
+		if (op != &j->op) {
+			tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+			if (r < 0 && !j->err)
+				j->err = r;
+		}
+		if (j->npending && --j->npending)
+			return;
+		if (j->err) {
+			flush_done(j, true);
+			return;
+		}
+		if (j->step == 2) {
+			flush_base_writes(j, true);
+			return;
+		}
+		flush_setmeta(j);
+		return;
+	default:  /* SETMETA clean */
+		if (r == 0 && o->version == j->version && !(o->flags & TIER__OF_EXCL)) {
+			uint64_t bytes = tier__obj_dirty_bytes(e, o);
+			tier__acct_sub(e, o);
+			o->state = TIER__CLEAN;
+			if (o->bits)
+				memset(o->bits + e->nwords, 0, e->nwords * 8);
+			tier__acct_add(e, o);
+			e->st.flushes++;
+			e->st.flush_bytes += bytes;
+		} else if (r < 0 && r != -ECANCELED) {
+			tier__cache_error(e, r);
+			flush_done(j, true);
+			return;
+		}
+		flush_done(j, false);
+	}
+}
+
+int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+{
+	struct tier__job *j;
+
+	if (o->state != TIER__DIRTY ||
+	    (o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL | TIER__OF_PROMOTING | TIER__OF_EVICTING)))
+		return -EBUSY;
+	j = tier__job_new(e, TIER__J_FLUSH, img, o);
+	if (!j)
+		return -ENOMEM;
+	if (e->nwords) {
+		j->snap = calloc(2 * e->nwords, 8);
+		if (!j->snap) {
+			tier__job_free(j);
+			return -ENOMEM;
+		}
+	}
+	o->flags |= TIER__OF_FLUSHING;
+	e->agent_flushing++;
+	if (o->flags & TIER__OF_VUNK) {
+		j->step = 0;
+		job_op(j, &j->op, TIER_STORE_STAT);
+		flush_submit(e->cache, &j->op);
+		return 0;
+	}
+	flush_read(j);
+	return 0;
+}
+
+/* ---- evict ---- */
+
+static void evict_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	int r = op->result;
+
+	if (r == 0 || r == -ENOENT) {
+		uint64_t bytes = tier__obj_cached_bytes(e, o);
+		tier__acct_sub(e, o);
+		e->pol->ops->remove(e->pol, o->key);
+		o->state = TIER__ABSENT;
+		tier__obj_free_bits(e, o);
+		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_C | TIER__OF_VUNK);
+		e->st.evictions++;
+		e->st.evict_bytes += bytes;
+	} else {
+		e->st.evict_failed++;
+		if (r != -ECANCELED) {
+			tier__cache_error(e, r);
+			e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
+		}
+	}
+	o->flags &= (uint16_t)~TIER__OF_EVICTING;
+	e->agent_evicting--;
+	tier__job_free(j);
+	tier__obj_kick(e, o);
+	tier__agent_run(e);
+	tier__deliver(e);
+}
+
+int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+{
+	struct tier__job *j;
+
+	if (o->state != TIER__CLEAN || tier__obj_busy(o) || (o->flags & TIER__OF_VUNK))
+		return -EBUSY;
+	j = tier__job_new(e, TIER__J_EVICT, img, o);
+	if (!j)
+		return -ENOMEM;
+	o->flags |= TIER__OF_EVICTING;
+	e->agent_evicting++;
+	j->op.opcode = TIER_STORE_REMOVE;
+	j->op.flags = TIER_STORE_F_GUARD;
+	j->op.expect_version = o->version;
+	j->op.cb = evict_cb;
+	j->op.priv = j;
+	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
+	if (tier_store_submit(e->cache, &j->op) < 0) {
+		j->op.result = -EINVAL;
+		evict_cb(&j->op);
+	}
+	return 0;
+}
+
+/* ---- sync (NBD_CMD_FLUSH) ---- */
+
+/*
+ * Every object written without FUA since the last sync gets a one-byte
+ * READ with F_FUA on each pool it was written in: the store contract is
+ * that F_FUA makes the object durable before completion (local backend:
+ * fdatasync of the object file; rados: writes are durable when acked).
+ */
+static void sync_put(struct tier__job *j)
+{
+	if (--j->npending)
+		return;
+	if (j->req)
+		tier__req_put(j->e, j->req, j->err ? -EIO : 0);
+	tier__job_free(j);
+}
+
+static void sync_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_engine *e = j->e;
+	int r = op->result;
+
+	if (r < 0 && r != -ENOENT && !j->err)
+		j->err = r;
+	sync_put(j);
+	tier__deliver(e);
+}
+
+static void sync_one(struct tier_engine *e, struct tier_image *img, struct tier_request *req,
+		     uint64_t key, uint16_t flags)
+{
+	struct tier__job *j = tier__job_new(e, TIER__J_SYNC, img, NULL);
+	struct tier_store *st[2] = { e->cache, e->base };
+	uint16_t fl[2] = { TIER__OF_UNSYNC_C, TIER__OF_UNSYNC_B };
+
+	if (!j || !(j->ops = calloc(2, sizeof(*j->ops)))) {
+		tier__job_free(j);
+		if (req && !req->first_err)
+			req->first_err = -ENOMEM;
+		return;
+	}
+	j->req = req;
+	if (req)
+		req->pending++;
+	j->npending = 1;   /* guard */
+	for (int i = 0; i < 2; i++) {
+		struct tier_store_op *op = &j->ops[i];
+		if (!(flags & fl[i]))
+			continue;
+		op->opcode = TIER_STORE_READ;
+		op->flags = TIER_STORE_F_FUA;
+		op->off = 0;
+		op->len = 1;
+		op->buf = j->meta + i;
+		op->cb = sync_cb;
+		op->priv = j;
+		tier__oid(img, TIER__KEY_OBJNO(key), op->oid);
+		j->npending++;
+		if (tier_store_submit(st[i], op) < 0)
+			j->npending--;
+	}
+	sync_put(j);
+}
+
+static void sync_keys(struct tier_engine *e, struct tier_image *only, struct tier_request *req)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < e->n_unsync; i++) {
+		uint64_t key = e->unsync[i];
+		struct tier__obj *o = tier__obj_find(e, key);
+		struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(key));
+		uint16_t f;
+
+		if (!o || !img)
+			continue;
+		if (only && img != only) {
+			e->unsync[w++] = key;
+			continue;
+		}
+		f = o->flags & (TIER__OF_UNSYNC_C | TIER__OF_UNSYNC_B);
+		o->flags &= (uint16_t)~f;
+		if (f)
+			sync_one(e, img, req, key, f);
+		tier__obj_release(e, o);
+	}
+	e->n_unsync = w;
+}
+
+void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req)
+{
+	req->pending++;   /* guard while fanning out */
+	sync_keys(e, img, req);
+	tier__req_put(e, req, 0);
+}
+
+void tier__sync_background(struct tier_engine *e)
+{
+	sync_keys(e, NULL, NULL);
+}

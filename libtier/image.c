@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/image.c - images: open (and the start-up rebuild of the object map
+ * from the cache pool listing and each object's tier.meta), close, and
+ * request submission, which splits a request into per-object pieces and
+ * completes it when the last piece is done, with the first error.  The
+ * rebuild discards cache objects whose meta is missing, malformed or marked
+ * incomplete (none of them can hold an acknowledged write) and keeps dirty
+ * ones for the agent to flush.  Requests submitted while an image loads
+ * wait; nothing is served from base before the map is known, because a
+ * dirty cache copy would be missed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtier/engine_int.h"
+
+#define REBUILD_WINDOW 16
+
+void tier__image_free(struct tier_image *img)
+{
+	if (!img)
+		return;
+	tier_store_list_free(img->names, img->n_names);
+	free(img->name);
+	free(img->prefix);
+	free(img);
+}
+
+static uint32_t prefix_id(const struct tier_engine *e, const char *prefix)
+{
+	uint64_t h = 1469598103934665603ull;
+	uint32_t id;
+
+	for (const char *p = prefix; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	id = (uint32_t)(h & ((1u << TIER__ID_BITS) - 1));
+	while (tier__image_by_id(e, id))
+		id = (id + 1) & ((1u << TIER__ID_BITS) - 1);
+	return id;
+}
+
+static int dispatch_req(struct tier_image *img, struct tier_request *req);
+
+static void image_loaded(struct tier_image *img, int rc)
+{
+	struct tier_engine *e = img->e;
+	struct tier_request *r;
+
+	tier_store_list_free(img->names, img->n_names);
+	img->names = NULL;
+	img->n_names = 0;
+	img->ready = rc < 0 ? rc : 1;
+	if (rc < 0)
+		tier__log(e, TIER_LOG_ERROR, "image %s: rebuild from the cache pool failed: %d",
+			  img->name, rc);
+	else
+		tier__log(e, TIER_LOG_INFO, "image %s: %llu cached objects (%llu dirty)", img->name,
+			  (unsigned long long)img->n_cached, (unsigned long long)img->n_dirty);
+	while ((r = img->pend_head)) {
+		img->pend_head = r->next;
+		r->next = NULL;
+		if (rc < 0) {
+			r->pending = 1;
+			tier__req_put(e, r, -EIO);
+		} else {
+			dispatch_req(img, r);
+		}
+	}
+	img->pend_tail = NULL;
+}
+
+static bool parse_objno(const struct tier_image *img, const char *name, uint64_t *objno)
+{
+	size_t pl = strlen(img->prefix);
+	const char *s = name + pl + 1;
+	char *end;
+
+	if (strncmp(name, img->prefix, pl) || name[pl] != '.' || strlen(s) != 16)
+		return false;
+	*objno = strtoull(s, &end, 16);
+	return *end == '\0' && *objno < img->nobjs;
+}
+
+static void rebuild_next(struct tier_image *img);
+
+static void rebuild_remove_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_image *img = j->img;
+
+	tier__job_free(j);
+	img->rb_inflight--;
+	rebuild_next(img);
+	tier__deliver(img->e);
+}
+
+/* Adopt a listed cache object from its STAT (meta in j->meta). */
+static int rebuild_adopt(struct tier__job *j, uint64_t objno)
+{
+	struct tier_engine *e = j->e;
+	struct tier_store_op *op = &j->op;
+	uint64_t *valid = j->snap, *dirty = j->snap ? j->snap + e->nwords : NULL;
+	struct tier_meta m = { .valid = valid, .dirty = dirty };
+	struct tier__obj *o;
+	int rc;
+
+	if (e->nwords && !j->snap)
+		return -ENOMEM;
+	rc = tier_meta_decode(j->meta, op->meta_len_out, &m, e->nwords);
+	if (rc == -E2BIG)
+		return -ENOTSUP;   /* another extent geometry: do not guess, do not drop */
+	if (rc < 0 || (m.flags & TIER_META_F_INCOMPLETE))
+		return -EINVAL;
+	if (m.object_size != e->p.object_size)
+		return -ENOTSUP;
+	if ((m.flags & TIER_META_F_EXTENTS) &&
+	    (m.extent_size != e->p.extent_size || !tier__popcount(valid, e->nwords)))
+		/* bitmaps of another extent size cannot be mapped: refuse dirty ones */
+		return (m.flags & TIER_META_F_DIRTY) && m.extent_size != e->p.extent_size ?
+			-ENOTSUP : -EINVAL;
+	o = tier__obj_get(e, j->img, objno);
+	if (!o)
+		return -ENOMEM;
+	if (o->state != TIER__ABSENT)
+		return 0;
+	if (m.flags & TIER_META_F_EXTENTS) {
+		if (tier__obj_alloc_bits(e, o) < 0) {
+			tier__obj_release(e, o);
+			return -ENOMEM;
+		}
+		memcpy(o->bits, valid, e->nwords * 8);
+		memcpy(o->bits + e->nwords, dirty, e->nwords * 8);
+	}
+	o->state = (m.flags & TIER_META_F_DIRTY) ? TIER__DIRTY : TIER__CLEAN;
+	o->version = op->obj_version ? op->obj_version : m.version;
+	o->mtime_ms = tier__eng_now_ms(e);
+	tier__acct_add(e, o);
+	e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	return 0;
+}
+
+static void rebuild_stat_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_image *img = j->img;
+	struct tier_engine *e = img->e;
+	uint64_t objno = j->version;
+	int rc = op->result;
+
+	if (rc == -ENOENT) {
+		rc = 0;   /* gone since the listing */
+	} else if (rc >= 0 || rc == -ERANGE) {
+		rc = rc < 0 ? -EINVAL : rebuild_adopt(j, objno);
+		if (rc == -EINVAL) {
+			/* no acknowledged write can live in it: discard */
+			tier__log(e, TIER_LOG_INFO, "image %s: discarding cache object %s (bad or "
+				  "incomplete tier.meta)", img->name, op->oid);
+			memset(op, 0, sizeof(*op));
+			tier__oid(img, objno, op->oid);
+			op->opcode = TIER_STORE_REMOVE;
+			op->cb = rebuild_remove_cb;
+			op->priv = j;
+			if (tier_store_submit(e->cache, op) == 0)
+				return;
+			rc = 0;
+		}
+	}
+	if (rc < 0 && img->ready == 0) {
+		tier__log(e, TIER_LOG_ERROR, "image %s: cache object %s: %d", img->name, op->oid, rc);
+		img->ready = -EIO;   /* remember; reported when the window drains */
+	}
+	tier__job_free(j);
+	img->rb_inflight--;
+	rebuild_next(img);
+	tier__deliver(e);
+}
+
+static void rebuild_next(struct tier_image *img)
+{
+	struct tier_engine *e = img->e;
+
+	while (img->rb_inflight < REBUILD_WINDOW && img->next_name < img->n_names &&
+	       img->ready == 0) {
+		const char *name = img->names[img->next_name++];
+		struct tier__job *j;
+		uint64_t objno;
+
+		if (!parse_objno(img, name, &objno))
+			continue;
+		j = tier__job_new(e, TIER__J_REBUILD, img, NULL);
+		if (!j) {
+			img->ready = -ENOMEM;
+			break;
+		}
+		j->version = objno;
+		if (e->nwords)
+			j->snap = calloc(2 * e->nwords, 8);
+		j->op.opcode = TIER_STORE_STAT;
+		tier__oid(img, objno, j->op.oid);
+		j->op.meta_buf = j->meta;
+		j->op.meta_cap = TIER_META_MAX;
+		j->op.cb = rebuild_stat_cb;
+		j->op.priv = j;
+		img->rb_inflight++;
+		if (tier_store_submit(e->cache, &j->op) < 0) {
+			img->rb_inflight--;
+			tier__job_free(j);
+		}
+	}
+	if (img->rb_inflight)
+		return;
+	if (img->ready < 0) {
+		int rc = img->ready;
+		img->ready = 0;
+		image_loaded(img, rc);
+	} else if (img->ready == 0 && img->next_name >= img->n_names) {
+		image_loaded(img, 0);
+	}
+}
+
+static void rebuild_list_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_image *img = j->img;
+	struct tier_engine *e = img->e;
+	int rc = op->result;
+
+	if (rc < 0) {
+		tier__cache_error(e, rc);
+		tier__job_free(j);
+		image_loaded(img, rc);
+		tier__deliver(e);
+		return;
+	}
+	img->names = op->names;
+	img->n_names = op->n_names;
+	op->names = NULL;
+	tier__job_free(j);
+	rebuild_next(img);
+	tier__deliver(e);
+}
+
+int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
+		    struct tier_image **out)
+{
+	struct tier_image *img = NULL, **na;
+	struct tier__job *j = NULL;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	if (!o || !o->name || !*o->name || !o->object_prefix || !*o->object_prefix || !o->size ||
+	    strlen(o->object_prefix) + 18 >= TIER_OID_MAX ||
+	    (o->size - 1) / e->p.object_size >= (1ull << TIER__OBJNO_BITS))
+		return -EINVAL;
+	if (tier_engine_find_image(e, o->name))
+		return -EEXIST;
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		goto out;
+	img->e = e;
+	img->name = strdup(o->name);
+	img->prefix = strdup(o->object_prefix);
+	if (!img->name || !img->prefix)
+		goto out;
+	img->size = o->size;
+	img->nobjs = (o->size + e->p.object_size - 1) / e->p.object_size;
+	img->ro = o->read_only;
+	img->id = prefix_id(e, o->object_prefix);
+	j = tier__job_new(e, TIER__J_REBUILD, img, NULL);
+	if (!j)
+		goto out;
+	if (e->n_imgs == e->cap_imgs) {
+		size_t nc = e->cap_imgs ? 2 * e->cap_imgs : 8;
+		na = realloc(e->imgs, nc * sizeof(*na));
+		if (!na)
+			goto out;
+		e->imgs = na;
+		e->cap_imgs = nc;
+	}
+	snprintf((char *)j->meta, TIER_META_MAX, "%s.", img->prefix);
+	j->op.opcode = TIER_STORE_LIST;
+	j->op.prefix = (const char *)j->meta;
+	snprintf(j->op.oid, sizeof(j->op.oid), "%s", img->prefix);
+	j->op.cb = rebuild_list_cb;
+	j->op.priv = j;
+	rc = tier_store_submit(e->cache, &j->op);
+	if (rc < 0)
+		goto out;
+	e->imgs[e->n_imgs++] = img;
+	*out = img;
+	return 0;
+out:
+	tier__job_free(j);
+	tier__image_free(img);
+	return rc;
+}
+
+int tier_image_ready(const struct tier_image *img)
+{
+	return img->ready;
+}
+
+static void drop_entry(struct tier_engine *e, struct tier__obj *o, void *arg)
+{
+	if (TIER__KEY_ID(o->key) != ((struct tier_image *)arg)->id)
+		return;
+	tier__obj_release(e, o);
+}
+
+void tier_image_close(struct tier_image *img)
+{
+	if (!img || img->closed)
+		return;
+	img->closed = true;
+	/* entries go now, or when their running job ends (tier__obj_release) */
+	tier__map_foreach(img->e, drop_entry, img);
+	if (img->e->drain_img == img)
+		img->e->drain_img = NULL;
+}
+
+struct tier_image *tier_engine_find_image(struct tier_engine *e, const char *name)
+{
+	for (size_t i = 0; i < e->n_imgs; i++)
+		if (!e->imgs[i]->closed && !strcmp(e->imgs[i]->name, name))
+			return e->imgs[i];
+	return NULL;
+}
+
+size_t tier_engine_images(struct tier_engine *e, struct tier_image **arr, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < e->n_imgs; i++) {
+		if (e->imgs[i]->closed)
+			continue;
+		if (n < max)
+			arr[n] = e->imgs[i];
+		n++;
+	}
+	return n;
+}
+
+const char *tier_image_name(const struct tier_image *img)
+{
+	return img->name;
+}
+
+uint64_t tier_image_size(const struct tier_image *img)
+{
+	return img->size;
+}
+
+static void count_req(struct tier_engine *e, const struct tier_request *req)
+{
+	switch (req->type) {
+	case TIER_REQ_READ: e->st.read_ops++; e->st.read_bytes += req->len; break;
+	case TIER_REQ_WRITE: e->st.write_ops++; e->st.write_bytes += req->len; break;
+	case TIER_REQ_TRIM: e->st.trim_ops++; e->st.trim_bytes += req->len; break;
+	case TIER_REQ_WRITE_ZEROES: e->st.zero_ops++; e->st.zero_bytes += req->len; break;
+	case TIER_REQ_FLUSH: e->st.flush_ops++; break;
+	default: e->st.cache_ops++; break;
+	}
+}
+
+static int dispatch_req(struct tier_image *img, struct tier_request *req)
+{
+	struct tier_engine *e = img->e;
+	uint64_t os = e->p.object_size, off = req->off, end = req->off + req->len;
+	bool writes = req->type == TIER_REQ_WRITE || req->type == TIER_REQ_TRIM ||
+		      req->type == TIER_REQ_WRITE_ZEROES;
+	int rc;
+
+	req->pending = 1;   /* held while splitting */
+	if (img->ro && writes) {
+		tier__req_put(e, req, -EROFS);
+		return 0;
+	}
+	if (req->type == TIER_REQ_FLUSH) {
+		req->pending = 0;
+		tier__sync_start(e, img, req);
+		return 0;
+	}
+	while (off < end) {
+		uint64_t ob = off / os, oo = off % os;
+		uint64_t n = os - oo < end - off ? os - oo : end - off;
+
+		rc = tier__ext_enqueue(e, img, req, req->type, ob, (uint32_t)oo, (uint32_t)n,
+				       req->buf ? (char *)req->buf + (off - req->off) : NULL);
+		if (rc < 0) {
+			if (!req->first_err)
+				req->first_err = rc;
+			break;
+		}
+		off += n;
+	}
+	tier__req_put(e, req, 0);
+	return 0;
+}
+
+int tier_image_submit(struct tier_image *img, struct tier_request *req)
+{
+	struct tier_engine *e;
+	bool data;
+	int rc;
+
+	if (!img || !req || !req->cb || img->closed || (unsigned)req->type >= TIER_REQ_TYPE_MAX)
+		return -EINVAL;
+	e = img->e;
+	data = req->type != TIER_REQ_FLUSH;
+	if (data && (!req->len || req->off + req->len < req->off || req->off + req->len > img->size))
+		return -EINVAL;
+	if ((req->type == TIER_REQ_READ || req->type == TIER_REQ_WRITE) && !req->buf)
+		return -EINVAL;
+	req->pending = 0;
+	req->first_err = 0;
+	req->next = NULL;
+	req->t_start_ns = tier__eng_now_ns(e);
+	e->reqs_inflight++;
+	count_req(e, req);
+	if (img->ready == 0) {
+		if (img->pend_tail)
+			img->pend_tail->next = req;
+		else
+			img->pend_head = req;
+		img->pend_tail = req;
+		return 0;
+	}
+	e->in_submit++;
+	if (img->ready < 0) {
+		req->pending = 1;
+		tier__req_put(e, req, -EIO);
+		rc = 0;
+	} else {
+		rc = dispatch_req(img, req);
+	}
+	e->in_submit--;
+	return rc;
+}

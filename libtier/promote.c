@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/promote.c - admission (should this miss be promoted?) and the
+ * promotion job itself.  Admission applies, in order: the cache mode, a
+ * degraded cache pool, Ceph's recency rule (evaluated by the caller before
+ * it records the access), the cache being over 100% of target, the
+ * eviction policy's admission hint, and the token-bucket throttles.  A
+ * promotion reads the whole object from base and writes it to the cache as
+ * CLEAN, data and meta in one op with F_EXCL.  It must never overwrite a
+ * cache object it does not know about and never mark a copy CLEAN before
+ * the store acknowledged the full data.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtier/engine_int.h"
+
+void tier__tokens_refill(struct tier_engine *e)
+{
+	uint64_t now = tier__eng_now_ns(e);
+	double dt = (double)(now - e->tb_last_ns) / 1e9;
+	double rb = (double)e->p.promote_max_bytes_sec, ro = (double)e->p.promote_max_objects_sec;
+	double capb = rb > (double)e->p.object_size ? rb : (double)e->p.object_size;
+	double capo = ro > 1.0 ? ro : 1.0;
+
+	e->tb_last_ns = now;
+	e->tb_bytes += rb * dt;
+	if (e->tb_bytes > capb)
+		e->tb_bytes = capb;
+	e->tb_objs += ro * dt;
+	if (e->tb_objs > capo)
+		e->tb_objs = capo;
+}
+
+static bool tokens_take(struct tier_engine *e, uint64_t bytes)
+{
+	bool lb = e->p.promote_max_bytes_sec > 0, lo = e->p.promote_max_objects_sec > 0;
+
+	if (!lb && !lo)
+		return true;
+	tier__tokens_refill(e);
+	if ((lb && e->tb_bytes < (double)bytes) || (lo && e->tb_objs < 1.0))
+		return false;
+	if (lb)
+		e->tb_bytes -= (double)bytes;
+	if (lo)
+		e->tb_objs -= 1.0;
+	return true;
+}
+
+bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint64_t bytes,
+		 bool recent)
+{
+	enum tier_cache_mode m = e->p.cache_mode;
+	struct tier__policy *pol = e->pol;
+
+	if (m == TIER_MODE_NONE || m == TIER_MODE_PROXY)
+		return false;
+	if ((m == TIER_MODE_READPROXY && !is_write) || (m == TIER_MODE_READONLY && is_write))
+		return false;
+	if (tier__degraded(e) || !recent)
+		return false;
+	if (tier__full_ratio(e) >= 1.0)
+		return false;
+	if (pol->ops->admit && !pol->ops->admit(pol, o->key))
+		return false;
+	if (!tokens_take(e, bytes)) {
+		e->st.promote_throttled++;
+		return false;
+	}
+	return true;
+}
+
+static void promote_done(struct tier__job *j, bool ok)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+
+	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
+	if (!ok)
+		e->st.promote_failed++;
+	if (j->waiter)
+		tier__ext_finish(e, j->waiter, 0);
+	tier__job_free(j);
+	tier__obj_kick(e, o);
+	tier__deliver(e);
+}
+
+static void promote_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	int r = op->result;
+	int ml, pl;
+
+	if (j->step == 0) {
+		tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+		if (r == -ENOENT) {
+			memset(j->buf, 0, j->len);
+			r = 0;
+		}
+		if (r < 0) {
+			promote_done(j, false);
+			return;
+		}
+		j->step = 1;
+		ml = tier__meta_encode_obj(e, 0, 1, NULL, NULL, j->meta);
+		pl = tier__meta_encode_obj(e, TIER_META_F_INCOMPLETE, 1, NULL, NULL,
+					   j->meta + TIER_META_MAX / 2);
+		memset(op, 0, sizeof(*op));
+		op->opcode = TIER_STORE_WRITE;
+		op->flags = TIER_STORE_F_EXCL | TIER_STORE_F_META;
+		tier__oid(j->img, TIER__KEY_OBJNO(o->key), op->oid);
+		op->buf = j->buf;
+		op->len = j->len;
+		op->meta = j->meta;
+		op->meta_len = (uint32_t)ml;
+		op->pre_meta = j->meta + TIER_META_MAX / 2;
+		op->pre_meta_len = (uint32_t)pl;
+		op->version = 1;
+		op->cb = promote_cb;
+		op->priv = j;
+		if (ml < 0 || pl < 0 || tier_store_submit(e->cache, op) < 0)
+			promote_done(j, false);
+		return;
+	}
+	if (r < 0) {
+		/* EEXIST: a leftover object; anything else may have left a partial one */
+		if (r != -EEXIST)
+			tier__cache_error(e, r);
+		o->flags |= TIER__OF_STALE;
+		promote_done(j, false);
+		return;
+	}
+	tier__acct_sub(e, o);
+	tier__obj_free_bits(e, o);
+	o->state = TIER__CLEAN;
+	o->version = 1;
+	o->mtime_ms = tier__eng_now_ms(e);
+	o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
+	tier__acct_add(e, o);
+	e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	e->st.promotions++;
+	e->st.promote_bytes += j->len;
+	promote_done(j, true);
+}
+
+void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+			 struct tier__ext *waiter)
+{
+	struct tier__job *j = tier__job_new(e, TIER__J_PROMOTE, img, o);
+
+	if (j)
+		j->buf = malloc(o->len);
+	if (!j || !j->buf) {
+		tier__job_free(j);
+		e->st.promote_failed++;
+		if (waiter)
+			tier__ext_finish(e, waiter, 0);
+		return;
+	}
+	o->flags |= TIER__OF_PROMOTING;
+	j->waiter = waiter;
+	j->len = o->len;
+	j->op.opcode = TIER_STORE_READ;
+	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
+	j->op.buf = j->buf;
+	j->op.len = j->len;
+	j->op.cb = promote_cb;
+	j->op.priv = j;
+	if (tier_store_submit(e->base, &j->op) < 0) {
+		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
+		j->waiter = NULL;
+		tier__job_free(j);
+		e->st.promote_failed++;
+		if (waiter)
+			tier__ext_finish(e, waiter, 0);
+	}
+}

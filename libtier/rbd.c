@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/rbd.c - resolve an existing RBD format-2 image of a pool into what
+ * tierd needs (object prefix, order, size) through the `rbd` object class, and
+ * hold the one-tierd-per-image lock on its header.  It decides which images
+ * tierd may serve: it refuses any feature or layout whose correctness depends
+ * on librbd (exclusive-lock, object-map, fast-diff, journaling, non-default
+ * striping, a separate data pool, clones, snapshots) with an error that says
+ * what to run.  It must never modify an image: the only write is the lock.
+ * Blocking calls, for start-up only.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rados/librados.h>
+
+#include "tier/rados.h"
+#include "store/rados_internal.h"
+
+/* Feature bits of rbd/features.h (kept here so only librados is needed). */
+#define F_LAYERING        (1ull << 0)
+#define F_STRIPINGV2      (1ull << 1)
+#define F_EXCLUSIVE_LOCK  (1ull << 2)
+#define F_OBJECT_MAP      (1ull << 3)
+#define F_FAST_DIFF       (1ull << 4)
+#define F_DEEP_FLATTEN    (1ull << 5)
+#define F_JOURNALING      (1ull << 6)
+#define F_DATA_POOL       (1ull << 7)
+#define F_OPERATIONS      (1ull << 8)
+#define F_MIGRATING       (1ull << 9)
+#define F_NON_PRIMARY     (1ull << 10)
+#define F_DIRTY_CACHE     (1ull << 11)
+
+#define CEPH_NOSNAP       ((uint64_t)-2)
+#define LOCK_NAME         "tierd"
+
+/* Features that only librbd keeps right, in the order `rbd feature disable` wants. */
+static const struct {
+	uint64_t bit;
+	const char *name;
+} disable_order[] = {
+	{ F_FAST_DIFF, "fast-diff" },
+	{ F_OBJECT_MAP, "object-map" },
+	{ F_JOURNALING, "journaling" },
+	{ F_EXCLUSIVE_LOCK, "exclusive-lock" },
+};
+
+#define FEATURES_KNOWN (F_LAYERING | F_STRIPINGV2 | F_EXCLUSIVE_LOCK | F_OBJECT_MAP | \
+			F_FAST_DIFF | F_DEEP_FLATTEN | F_JOURNALING | F_DATA_POOL | \
+			F_OPERATIONS | F_MIGRATING | F_NON_PRIMARY | F_DIRTY_CACHE)
+
+/* ---- ceph encoding: little-endian integers, strings as le32 length + bytes ---- */
+
+struct dec {
+	const uint8_t *p;
+	size_t left;
+};
+
+static int dec_u8(struct dec *d, uint8_t *v)
+{
+	if (d->left < 1)
+		return -EIO;
+	*v = d->p[0];
+	d->p++;
+	d->left--;
+	return 0;
+}
+
+static int dec_u32(struct dec *d, uint32_t *v)
+{
+	if (d->left < 4)
+		return -EIO;
+	*v = (uint32_t)d->p[0] | (uint32_t)d->p[1] << 8 | (uint32_t)d->p[2] << 16 |
+	     (uint32_t)d->p[3] << 24;
+	d->p += 4;
+	d->left -= 4;
+	return 0;
+}
+
+static int dec_u64(struct dec *d, uint64_t *v)
+{
+	uint32_t lo, hi;
+
+	if (dec_u32(d, &lo) < 0 || dec_u32(d, &hi) < 0)
+		return -EIO;
+	*v = (uint64_t)hi << 32 | lo;
+	return 0;
+}
+
+/* A string into out[cap] (NUL-terminated); -ENAMETOOLONG if it does not fit. */
+static int dec_str(struct dec *d, char *out, size_t cap)
+{
+	uint32_t n;
+
+	if (dec_u32(d, &n) < 0 || d->left < n)
+		return -EIO;
+	if ((size_t)n + 1 > cap)
+		return -ENAMETOOLONG;
+	memcpy(out, d->p, n);
+	out[n] = '\0';
+	d->p += n;
+	d->left -= n;
+	return 0;
+}
+
+static void enc_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* rados_exec of class "rbd"; the output is left in d (backed by buf). */
+static int cls_call(rados_ioctx_t io, const char *oid, const char *method,
+		    const uint8_t *in, size_t in_len, uint8_t *buf, size_t cap, struct dec *d)
+{
+	int rc = rados_exec(io, oid, "rbd", method, (const char *)in, in_len, (char *)buf, cap);
+
+	if (rc < 0)
+		return rc;
+	d->p = buf;
+	d->left = (size_t)rc;
+	return 0;
+}
+
+/* ---- the lock ---- */
+
+static void make_cookie(char *out, size_t cap)
+{
+	char host[64] = "unknown", boot[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(boot, sizeof(boot), f))
+			boot[0] = '\0';
+		fclose(f);
+	}
+	boot[8] = '\0';
+	gethostname(host, sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, cap, "tierd:%s:%s:%ld", host, boot, (long)getpid());
+}
+
+/* A lock of ours left by a process of this host and boot that no longer exists. */
+static bool cookie_is_stale(const char *cookie)
+{
+	char mine[160], prefix[160];
+	const char *pidpart;
+	long pid;
+
+	make_cookie(mine, sizeof(mine));
+	/* same "tierd:host:boot:" prefix as ours, so the pid is meaningful here */
+	snprintf(prefix, sizeof(prefix), "%s", mine);
+	*strrchr(prefix, ':') = '\0';
+	if (strncmp(cookie, prefix, strlen(prefix)) != 0 || cookie[strlen(prefix)] != ':')
+		return false;
+	pidpart = cookie + strlen(prefix) + 1;
+	pid = strtol(pidpart, NULL, 10);
+	if (pid <= 0 || pid == (long)getpid())
+		return false;
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Describe who holds the lock; if it is a dead tierd of this host, break it (1). */
+static int inspect_holder(rados_ioctx_t io, const char *oid, const char *pool,
+			  char *err, size_t errlen)
+{
+	char tag[128], clients[256], cookies[256], addrs[256];
+	size_t tl = sizeof(tag), cl = sizeof(clients), kl = sizeof(cookies), al = sizeof(addrs);
+	int exclusive = 0;
+	ssize_t n;
+
+	n = rados_list_lockers(io, oid, LOCK_NAME, &exclusive, tag, &tl, clients, &cl,
+			       cookies, &kl, addrs, &al);
+	if (n < 0) {
+		snprintf(err, errlen, "lock on %s/%s is busy and its holder cannot be listed: %s",
+			 pool, oid, strerror((int)-n));
+		return (int)n;
+	}
+	if (n == 0)
+		return 1;     /* released meanwhile: try again */
+	if (cookie_is_stale(cookies)) {
+		int rc = rados_break_lock(io, oid, LOCK_NAME, clients, cookies);
+
+		if (rc == 0 || rc == -ENOENT)
+			return 1;
+	}
+	snprintf(err, errlen,
+		 "image is in use: header %s/%s is locked by %s at %s (cookie %s); "
+		 "one tierd per image. If that process is gone, run: "
+		 "rados -p %s lock break %s %s %s --lock-cookie %s",
+		 pool, oid, clients, addrs, cookies, pool, oid, LOCK_NAME, clients, cookies);
+	return -EBUSY;
+}
+
+static int take_lock(rados_ioctx_t io, const char *oid, const char *pool,
+		     char *err, size_t errlen)
+{
+	char cookie[160], desc[200];
+	int rc = -EBUSY;
+
+	make_cookie(cookie, sizeof(cookie));
+	snprintf(desc, sizeof(desc), "tierd serving this image (pid %ld)", (long)getpid());
+	for (int attempt = 0; attempt < 3; attempt++) {
+		rc = rados_lock_exclusive(io, oid, LOCK_NAME, cookie, desc, NULL, 0);
+		if (rc == 0)
+			return 0;
+		if (rc == -EEXIST) {
+			snprintf(err, errlen, "image header %s/%s is already open in this process",
+				 pool, oid);
+			return -EBUSY;
+		}
+		if (rc != -EBUSY) {
+			snprintf(err, errlen, "cannot lock %s/%s: %s", pool, oid, strerror(-rc));
+			return rc;
+		}
+		rc = inspect_holder(io, oid, pool, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return -EBUSY;
+}
+
+/* ---- feature and layout checks ---- */
+
+static int check_features(rados_ioctx_t io, const char *hdr, const char *spec,
+			  struct tier_rbd_image *img, char *err, size_t errlen)
+{
+	uint8_t in[9], buf[64];
+	char names[128] = "";
+	uint64_t incompat, unit, count;
+	struct dec d;
+	size_t used = 0;
+	int rc;
+
+	enc_u64(in, CEPH_NOSNAP);
+	in[8] = 0;      /* read_only = false: we write */
+	rc = cls_call(io, hdr, "get_features", in, sizeof(in), buf, sizeof(buf), &d);
+	if (rc < 0 || (rc = dec_u64(&d, &img->features)) < 0 || (rc = dec_u64(&d, &incompat)) < 0) {
+		snprintf(err, errlen, "%s: get_features: %s", spec, strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < sizeof(disable_order) / sizeof(disable_order[0]); i++) {
+		if (img->features & disable_order[i].bit)
+			used += (size_t)snprintf(names + used, sizeof(names) - used, " %s",
+						 disable_order[i].name);
+	}
+	if (names[0]) {
+		snprintf(err, errlen,
+			 "image %s has features tierd cannot keep right (only librbd maintains "
+			 "them):%s; run: rbd feature disable %s%s",
+			 spec, names, spec, names);
+		return -ENOTSUP;
+	}
+	if (img->features & F_DATA_POOL) {
+		snprintf(err, errlen, "image %s keeps its data in a separate data pool; tierd "
+			 "serves images whose data objects are in the image's pool "
+			 "(copy it: rbd cp %s NEWNAME)", spec, spec);
+		return -ENOTSUP;
+	}
+	if (img->features & (F_MIGRATING | F_NON_PRIMARY | F_DIRTY_CACHE | ~FEATURES_KNOWN)) {
+		snprintf(err, errlen, "image %s has features tierd cannot serve (0x%" PRIx64
+			 ": migrating, non-primary, dirty-cache or unknown)", spec,
+			 (uint64_t)(img->features & (F_MIGRATING | F_NON_PRIMARY |
+						     F_DIRTY_CACHE | ~FEATURES_KNOWN)));
+		return -ENOTSUP;
+	}
+	if (img->features & F_STRIPINGV2) {
+		rc = cls_call(io, hdr, "get_stripe_unit_count", NULL, 0, buf, sizeof(buf), &d);
+		if (rc < 0 || (rc = dec_u64(&d, &unit)) < 0 || (rc = dec_u64(&d, &count)) < 0) {
+			snprintf(err, errlen, "%s: get_stripe_unit_count: %s", spec, strerror(-rc));
+			return rc;
+		}
+		if (unit != 1ull << img->order || count != 1) {
+			snprintf(err, errlen, "image %s uses non-default striping (stripe unit %"
+				 PRIu64 ", count %" PRIu64 "); tierd needs stripe unit = object "
+				 "size and count 1 (copy it: rbd cp %s NEWNAME)",
+				 spec, unit, count, spec);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+/* Clones read through to their parent and snapshots need a snap context on
+ * every write: both are librbd's business, so refuse them. */
+static int check_layout(rados_ioctx_t io, const char *hdr, const char *spec,
+			char *err, size_t errlen)
+{
+	uint8_t in[8], buf[512];
+	uint64_t seq, parent_pool;
+	uint32_t nsnaps;
+	struct dec d;
+	int rc;
+
+	enc_u64(in, CEPH_NOSNAP);
+	rc = cls_call(io, hdr, "get_parent", in, sizeof(in), buf, sizeof(buf), &d);
+	if (rc == -EXDEV || (rc == 0 && dec_u64(&d, &parent_pool) == 0 &&
+			     parent_pool != (uint64_t)-1)) {
+		snprintf(err, errlen, "image %s is a clone; run: rbd flatten %s", spec, spec);
+		return -ENOTSUP;
+	}
+	if (rc < 0 && rc != -ENOEXEC && rc != -EOPNOTSUPP) {
+		snprintf(err, errlen, "%s: get_parent: %s", spec, strerror(-rc));
+		return rc;
+	}
+	rc = cls_call(io, hdr, "get_snapcontext", NULL, 0, buf, sizeof(buf), &d);
+	if (rc < 0 || (rc = dec_u64(&d, &seq)) < 0 || (rc = dec_u32(&d, &nsnaps)) < 0) {
+		if (rc == -ERANGE)
+			nsnaps = UINT32_MAX;   /* more snapshots than fit in buf */
+		else {
+			snprintf(err, errlen, "%s: get_snapcontext: %s", spec, strerror(-rc));
+			return rc;
+		}
+	}
+	if (nsnaps) {
+		snprintf(err, errlen, "image %s has snapshots, which tierd's writes would "
+			 "corrupt; remove them: rbd snap purge %s", spec, spec);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int resolve(rados_ioctx_t io, const char *pool, const char *image,
+		   struct tier_rbd_image *img, char *hdr, size_t hdrlen, char *err, size_t errlen)
+{
+	char oid[160], spec[300];
+	uint8_t in[8], buf[512];
+	struct dec d;
+	uint8_t order;
+	int rc;
+
+	snprintf(spec, sizeof(spec), "%s/%s", pool, image);
+	snprintf(oid, sizeof(oid), "rbd_id.%s", image);
+	rc = rados_read(io, oid, (char *)buf, sizeof(buf), 0);
+	if (rc == -ENOENT) {
+		snprintf(err, errlen, "no RBD format-2 image %s (object %s not found)", spec, oid);
+		return -ENOENT;
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: reading %s: %s", spec, oid, strerror(-rc));
+		return rc;
+	}
+	d.p = buf;
+	d.left = (size_t)rc;
+	rc = dec_str(&d, img->id, sizeof(img->id));
+	if (rc < 0 || !img->id[0]) {
+		snprintf(err, errlen, "%s: %s does not hold an image id", spec, oid);
+		return -EIO;
+	}
+	snprintf(hdr, hdrlen, "rbd_header.%s", img->id);
+
+	enc_u64(in, CEPH_NOSNAP);
+	rc = cls_call(io, hdr, "get_size", in, sizeof(in), buf, sizeof(buf), &d);
+	if (rc < 0 || (rc = dec_u8(&d, &order)) < 0 || (rc = dec_u64(&d, &img->size)) < 0) {
+		snprintf(err, errlen, "%s: get_size on %s: %s", spec, hdr, strerror(-rc));
+		return rc;
+	}
+	if (order < 12 || order > 26) {
+		snprintf(err, errlen, "%s: object order %u outside 12..26", spec, order);
+		return -ENOTSUP;
+	}
+	img->order = order;
+	rc = cls_call(io, hdr, "get_object_prefix", NULL, 0, buf, sizeof(buf), &d);
+	if (rc == 0)
+		rc = dec_str(&d, img->object_prefix, sizeof(img->object_prefix));
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: get_object_prefix: %s", spec, strerror(-rc));
+		return rc;
+	}
+	rc = check_features(io, hdr, spec, img, err, errlen);
+	if (rc < 0)
+		return rc;
+	return check_layout(io, hdr, spec, err, errlen);
+}
+
+int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
+		  struct tier_rbd_image *out, char *err, size_t errlen)
+{
+	struct tier_rbd_image img;
+	rados_ioctx_t io = NULL;
+	char hdr[96];
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!r || !pool || !image || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	memset(&img, 0, sizeof(img));
+	if (strlen(image) >= sizeof(img.name)) {
+		snprintf(err, errlen, "image name too long: %s", image);
+		return -ENAMETOOLONG;
+	}
+	snprintf(img.name, sizeof(img.name), "%s", image);
+	rc = rados_ioctx_create(tier__rados_cluster(r), pool, &io);
+	if (rc < 0) {
+		io = NULL;
+		snprintf(err, errlen, "pool %s: %s", pool, strerror(-rc));
+		goto out;
+	}
+	rc = resolve(io, pool, image, &img, hdr, sizeof(hdr), err, errlen);
+	if (rc < 0)
+		goto out;
+	rc = take_lock(io, hdr, pool, err, errlen);
+	if (rc < 0)
+		goto out;
+	*out = img;
+out:
+	if (io)
+		rados_ioctx_destroy(io);
+	return rc;
+}
+
+void tier_rbd_close(struct tier_rados *r, const char *pool, const struct tier_rbd_image *img)
+{
+	rados_ioctx_t io = NULL;
+	char hdr[96], cookie[160];
+
+	if (!r || !pool || !img || !img->id[0])
+		return;
+	if (rados_ioctx_create(tier__rados_cluster(r), pool, &io) < 0)
+		return;
+	snprintf(hdr, sizeof(hdr), "rbd_header.%s", img->id);
+	make_cookie(cookie, sizeof(cookie));
+	rados_unlock(io, hdr, LOCK_NAME, cookie);
+	rados_ioctx_destroy(io);
+}

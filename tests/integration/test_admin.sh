@@ -1,0 +1,96 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# test_admin.sh TIERD TIERCTL - the admin socket and tierctl against a real
+# tierd on the local backend: socket mode, status/perf/config/images answers,
+# config set validation, flush/evict --wait after real NBD writes (qemu-io),
+# SIGHUP with a valid and an invalid file, `tierctl reload` errors with
+# file:line, and a clean SIGTERM exit that removes the socket.
+set -u
+TIERD=$1
+TIERCTL=$2
+dir=$(mktemp -d /tmp/tierd-admin-test.XXXXXX)
+pid=
+fails=0
+
+cleanup() {
+	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+ctl() { "$TIERCTL" --socket "$dir/admin.asok" "$@"; }
+
+write_conf() {   # $1 = target_max_bytes, $2 = extra [tier] line
+	cat > "$dir/tierd.conf" <<CONF
+[global]
+listen = unix:$dir/nbd.sock
+admin_socket = $dir/admin.asok
+log_level = warn
+[local]
+data_dir = $dir/data
+base_profile = none
+cache_profile = none
+[tier]
+target_max_bytes = $1
+min_write_recency_for_promote = 0
+$2
+[image.disk0]
+size = 64M
+CONF
+}
+
+write_conf 64M ""
+"$TIERD" --config "$dir/tierd.conf" 2> "$dir/tierd.log" &
+pid=$!
+i=0
+while [ ! -S "$dir/admin.asok" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -S "$dir/admin.asok" ] || { cat "$dir/tierd.log"; echo "FAIL: no admin socket"; exit 1; }
+
+[ "$(stat -c %a "$dir/admin.asok")" = 600 ] && ok "socket mode 0600" || fail "socket mode"
+
+out=$(ctl status) && echo "$out" | grep -q "cache_mode writeback" && ok "status" || fail "status: $out"
+ctl perf dump | grep -q '"read_ops"' && ok "perf dump" || fail "perf dump"
+ctl images | grep -q '"name": "disk0"' && ok "images" || fail "images"
+ctl hitset dump | grep -q '"hitsets"' && ok "hitset dump" || fail "hitset dump"
+[ "$(ctl config get target_max_bytes | grep -c '"64M"')" = 1 ] && ok "config get" || fail "config get"
+
+ctl config set target_max_bytes 128M > /dev/null && ctl config show | grep -q '"target_max_bytes": "128M"' \
+	&& ok "config set visible in config show" || fail "config set"
+err=$(ctl config set object_size 8M 2>&1) && fail "object_size set live" || \
+	{ echo "$err" | grep -q "cannot change" && ok "non-live key refused"; } || fail "non-live msg: $err"
+err=$(ctl config set hit_set_count 99 2>&1) && fail "range" || \
+	{ echo "$err" | grep -q "allowed: 1..64" && ok "range error"; } || fail "range msg: $err"
+ctl frobnicate > /dev/null 2>&1 && fail "unknown command accepted" || ok "unknown command exit 1"
+
+# Dirty some data through NBD, then flush and evict with --wait.
+if command -v qemu-io > /dev/null; then
+	qemu-io -f raw -c 'write -P 0xab 0 8M' "nbd+unix:///disk0?socket=$dir/nbd.sock" > /dev/null \
+		|| fail "qemu-io write"
+	ctl flush --wait --timeout 60 | tail -1 | grep -q "done" && ok "flush --wait" || fail "flush --wait"
+	ctl status | grep -q "dirty         0 B" && ok "nothing dirty after flush" || fail "dirty after flush"
+	ctl evict --wait --timeout 60 | tail -1 | grep -q "done" && ok "evict --wait" || fail "evict --wait"
+	qemu-io -f raw -c 'read -P 0xab 0 8M' "nbd+unix:///disk0?socket=$dir/nbd.sock" > /dev/null \
+		&& ok "data intact after evict" || fail "data after evict"
+fi
+
+# SIGHUP: valid file applies live; invalid file keeps the running config.
+write_conf 256M ""
+kill -HUP "$pid"; sleep 0.5
+ctl config get target_max_bytes | grep -q '"256M"' && ok "SIGHUP applies" || fail "SIGHUP valid"
+write_conf 512M "hit_set_count = 0"
+kill -HUP "$pid"; sleep 0.5
+ctl config get target_max_bytes | grep -q '"256M"' && ok "invalid SIGHUP keeps config" || fail "SIGHUP invalid"
+err=$(ctl reload 2>&1) && fail "reload of invalid file" || \
+	{ echo "$err" | grep -q "tierd.conf:12: \[tier\] hit_set_count" && ok "reload error names file:line"; } \
+	|| fail "reload msg: $err"
+kill -0 "$pid" 2>/dev/null && ok "still running" || fail "died on bad reload"
+
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+pid=
+[ $rc = 0 ] && ok "SIGTERM exit 0" || fail "SIGTERM exit $rc"
+[ ! -e "$dir/admin.asok" ] && ok "socket removed" || fail "socket left behind"
+[ $fails = 0 ] || { echo "--- tierd log"; cat "$dir/tierd.log"; }
+exit $((fails > 0))

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_engine_crash.c - durability and failure handling: the
+ * process "dies" after k store ops at every k through a script of write
+ * misses, hits, promotions, flushes and evictions (fault injection stops the
+ * store), a fresh engine rebuilds from the same pools, and every
+ * acknowledged write reads back; cache pool EIO/ENOSPC degrade to proxy;
+ * base EIO fails only the request that hit it.
+ */
+#include "test_engine_harness.h"
+
+#define ISZ (64 * OS)
+
+struct wr {
+	uint64_t off, len, seed;
+	int result;
+};
+
+/* Disjoint ranges so every write is judged on its own. */
+static const struct {
+	uint64_t off, len;
+} script_w[] = {
+	{ 0, 4096 },            /* obj 0: miss -> promotion -> cache write */
+	{ 8192, 4096 },         /* obj 0: hit */
+	{ OS + 4096, 8192 },    /* obj 1: miss */
+	{ 3 * OS - 512, 1024 }, /* obj 2|3: two pieces */
+	{ 16384, 4096 },        /* obj 0 after flush/evict: miss again */
+	{ OS + 32768, 4096 },   /* obj 1 */
+};
+
+static void script(struct env *v, struct wr *w, enum tier_granularity g)
+{
+	struct tier_params p = v->p;
+
+	p.promote_granularity = g;
+	tier_engine_set_params(v->e, &p);
+	for (int i = 0; i < 6; i++) {
+		w[i].off = script_w[i].off;
+		w[i].len = script_w[i].len;
+		w[i].seed = (uint64_t)i + 11;
+		w[i].result = env_write(v, w[i].off, w[i].len, w[i].seed);
+		if (i == 1)
+			tier_engine_flush_all(v->e, NULL);
+		if (i == 3)
+			tier_engine_evict_all(v->e, NULL);
+		env_pump(v);
+	}
+}
+
+/* Acknowledged: exactly the data; not acknowledged: old (zeros) or new. */
+static void verify(struct env *v, const struct wr *w)
+{
+	for (int i = 0; i < 6; i++) {
+		uint8_t *b = malloc(w[i].len), *want = malloc(w[i].len), *zero = calloc(1, w[i].len);
+
+		fill(want, w[i].len, w[i].seed);
+		assert_int_equal(env_io(v, TIER_REQ_READ, w[i].off, w[i].len, b, 0), 0);
+		if (w[i].result == 0)
+			assert_memory_equal(b, want, w[i].len);
+		else
+			assert_true(!memcmp(b, want, w[i].len) || !memcmp(b, zero, w[i].len));
+		free(b);
+		free(want);
+		free(zero);
+	}
+}
+
+static uint64_t script_ops(struct tier_store *st)
+{
+	struct tier_store_stats s;
+	uint64_t n = 0;
+
+	tier_store_get_stats(st, &s);
+	for (int i = 0; i < TIER_STORE_OPCODE_MAX; i++)
+		n += s.ops[i];
+	return n;
+}
+
+static void crash_everywhere(bool cache_store, enum tier_granularity g)
+{
+	struct wr w[6];
+	uint64_t total;
+	int acked_min = 6;
+
+	/* dry run: how many ops does the script take on that store? */
+	struct env *v = env_new(NULL);
+	uint64_t before = script_ops(cache_store ? v->cache : v->base);
+	script(v, w, g);
+	total = script_ops(cache_store ? v->cache : v->base) - before;
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(w[i].result, 0);
+	verify(v, w);
+	env_free(v);
+	assert_true(total > 5);
+
+	for (uint64_t k = 1; k <= total; k++) {
+		struct tier_store_fault f = { .stop_after = k };
+		int acked = 0;
+
+		v = env_new(NULL);
+		tier_store_set_fault(cache_store ? v->cache : v->base, &f);
+		script(v, w, g);
+		env_kill_engine(v);
+		tier_store_set_fault(v->cache, NULL);
+		tier_store_set_fault(v->base, NULL);
+		assert_int_equal(env_engine(v), 1);
+		verify(v, w);
+		/* and once everything is flushed to base and evicted, still */
+		tier_engine_evict_all(v->e, NULL);
+		env_pump(v);
+		assert_int_equal(env_stats(v).cached_objects, 0);
+		verify(v, w);
+		for (int i = 0; i < 6; i++)
+			acked += w[i].result == 0;
+		if (acked < acked_min)
+			acked_min = acked;
+		env_free(v);
+	}
+	/* the early crashes really did fail writes (the test can fail) */
+	if (!cache_store)
+		assert_true(acked_min < 6);
+	print_message("%s store, %s mode: crashed at each of %llu ops\n",
+		      cache_store ? "cache" : "base", g == TIER_GRAN_EXTENT ? "extent" : "object",
+		      (unsigned long long)total);
+}
+
+static void test_crash_cache_object_mode(void **state)
+{
+	(void)state;
+	crash_everywhere(true, TIER_GRAN_OBJECT);
+}
+
+static void test_crash_cache_extent_mode(void **state)
+{
+	(void)state;
+	crash_everywhere(true, TIER_GRAN_EXTENT);
+}
+
+static void test_crash_base_object_mode(void **state)
+{
+	(void)state;
+	crash_everywhere(false, TIER_GRAN_OBJECT);
+}
+
+static void test_crash_base_extent_mode(void **state)
+{
+	(void)state;
+	crash_everywhere(false, TIER_GRAN_EXTENT);
+}
+
+static void fault(struct tier_store *st, enum tier_store_opcode opc, int err)
+{
+	struct tier_store_fault f = { .opcode_mask = 1u << opc, .fail_nth = 1, .err = err };
+
+	tier_store_set_fault(st, &f);
+}
+
+static void test_cache_eio_on_clean_write_proxies(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	model_write(model, 0, 4096, 1);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	fault(v->cache, TIER_STORE_WRITE, EIO);
+	assert_int_equal(env_write(v, 4096, 4096, 2), 0);
+	model_write(model, 4096, 4096, 2);
+	struct tier_stats s = env_stats(v);
+	assert_true(s.cache_errors >= 1);
+	assert_int_equal(s.cached_objects, 0);    /* copy dropped, write proxied */
+	assert_int_equal(s.proxy_writes, 1);
+	/* degraded: a new miss is proxied, not promoted */
+	assert_int_equal(env_write(v, 5 * OS, 4096, 3), 0);
+	model_write(model, 5 * OS, 4096, 3);
+	assert_int_equal(env_stats(v).promotions, 1);
+	assert_int_equal(env_stats(v).proxy_writes, 2);
+	env_check(v, model, 0, ISZ);
+	/* and the degradation ends */
+	env_advance_ms(v, 11000);
+	assert_int_equal(env_write(v, 6 * OS, 4096, 4), 0);
+	assert_int_equal(env_stats(v).promotions, 2);
+	free(model);
+	env_free(v);
+}
+
+static void test_cache_enospc_on_dirty_write_proxies(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	model_write(model, 0, 4096, 1);
+	assert_int_equal(env_stats(v).dirty_objects, 1);
+	fault(v->cache, TIER_STORE_WRITE, ENOSPC);
+	assert_int_equal(env_write(v, 4096, 4096, 2), 0);   /* flush, drop, proxy */
+	model_write(model, 4096, 4096, 2);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.flushes, 1);
+	assert_int_equal(s.cached_objects, 0);
+	assert_int_equal(s.proxy_writes, 1);
+	env_check(v, model, 0, ISZ);
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+static void test_cache_enospc_on_promotion_proxies(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	fault(v->cache, TIER_STORE_WRITE, ENOSPC);
+	assert_int_equal(env_write(v, 2 * OS, 4096, 1), 0);
+	model_write(model, 2 * OS, 4096, 1);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.promote_failed, 1);
+	assert_int_equal(s.proxy_writes, 1);
+	assert_int_equal(s.cached_objects, 0);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+static void test_cache_read_error(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t b[4096], want[4096];
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	fill(want, 4096, 1);
+	/* dirty: the only copy is unreadable -> EIO */
+	fault(v->cache, TIER_STORE_READ, EIO);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 4096, b, 0), -EIO);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).dirty_objects, 0);
+	/* clean: served from base */
+	fault(v->cache, TIER_STORE_READ, EIO);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 4096, b, 0), 0);
+	assert_memory_equal(b, want, 4096);
+	env_free(v);
+}
+
+struct cnt {
+	struct tier_request r;
+	int result, done;
+};
+
+static void cnt_cb(struct tier_request *r, int result)
+{
+	struct cnt *c = (struct cnt *)r;
+
+	c->result = result;
+	c->done = 1;
+}
+
+static void test_base_eio_fails_only_that_request(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.cache_mode = TIER_MODE_PROXY;
+	struct env *v = env_new(&p);
+	uint8_t b1[4096], b2[4096], want[4096];
+	(void)state;
+
+	assert_int_equal(env_write(v, OS, 4096, 1), 0);
+	assert_int_equal(env_write(v, 3 * OS, 4096, 1), 0);
+	fill(want, 4096, 1);
+	fault(v->base, TIER_STORE_READ, EIO);
+	struct cnt c1 = { .r = { .type = TIER_REQ_READ, .off = OS, .len = 4096, .buf = b1,
+				 .cb = cnt_cb } };
+	struct cnt c2 = { .r = { .type = TIER_REQ_READ, .off = 3 * OS, .len = 4096, .buf = b2,
+				 .cb = cnt_cb } };
+	assert_int_equal(tier_image_submit(v->img, &c1.r), 0);
+	assert_int_equal(tier_image_submit(v->img, &c2.r), 0);
+	env_pump(v);
+	assert_int_equal(c1.done + c2.done, 2);
+	assert_int_equal(c1.result, -EIO);
+	assert_int_equal(c2.result, 0);
+	assert_memory_equal(b2, want, 4096);
+	assert_int_equal(env_stats(v).errors, 1);
+	/* a base write failure, too, only fails its request */
+	fault(v->base, TIER_STORE_WRITE, EIO);
+	assert_int_equal(env_write(v, 5 * OS, 4096, 2), -EIO);
+	assert_int_equal(env_write(v, 5 * OS, 4096, 2), 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, OS, 4096, b1, 0), 0);
+	assert_memory_equal(b1, want, 4096);
+	assert_int_equal(env_stats(v).cache_errors, 0);
+	env_free(v);
+}
+
+static void test_bad_meta_discarded_at_rebuild(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	model_write(model, 0, 4096, 1);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	env_kill_engine(v);
+	/* a stray object with garbage meta and one without meta at all */
+	struct tier_store_op op;
+	int done = 0;
+	static const char junk[] = "not a tier.meta record at all....................";
+	uint8_t data[512];
+	memset(data, 0x5a, sizeof(data));
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_WRITE;
+	snprintf(op.oid, sizeof(op.oid), "rbd_data.test.%016llx", 4ull);
+	op.flags = TIER_STORE_F_META;
+	op.meta = junk;
+	op.meta_len = sizeof(junk);
+	op.version = 9;
+	op.buf = data;
+	op.len = sizeof(data);
+	op.cb = stat_cb;
+	op.priv = &done;
+	assert_int_equal(tier_store_submit(v->cache, &op), 0);
+	while (!done)
+		tier_cq_drain(v->cq);
+	memset(&op, 0, sizeof(op));
+	done = 0;
+	op.opcode = TIER_STORE_WRITE;
+	snprintf(op.oid, sizeof(op.oid), "rbd_data.test.%016llx", 5ull);
+	op.buf = data;
+	op.len = sizeof(data);
+	op.cb = stat_cb;
+	op.priv = &done;
+	assert_int_equal(tier_store_submit(v->cache, &op), 0);
+	while (!done)
+		tier_cq_drain(v->cq);
+	assert_int_equal(env_engine(v), 1);
+	assert_int_equal(env_stats(v).cached_objects, 1);
+	struct tier_meta m;
+	assert_int_equal(cache_meta(v, 4, &m, NULL, 0), -1);
+	assert_int_equal(cache_meta(v, 5, &m, NULL, 0), -1);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crash_cache_object_mode),
+		cmocka_unit_test(test_crash_cache_extent_mode),
+		cmocka_unit_test(test_crash_base_object_mode),
+		cmocka_unit_test(test_crash_base_extent_mode),
+		cmocka_unit_test(test_cache_eio_on_clean_write_proxies),
+		cmocka_unit_test(test_cache_enospc_on_dirty_write_proxies),
+		cmocka_unit_test(test_cache_enospc_on_promotion_proxies),
+		cmocka_unit_test(test_cache_read_error),
+		cmocka_unit_test(test_base_eio_fails_only_that_request),
+		cmocka_unit_test(test_bad_meta_discarded_at_rebuild),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_engine_decide.c - the engine's decisions: each recency
+ * level (checked before the access is recorded), each cache mode, the
+ * promotion throttles, extent granularity, proxying when over 100% of
+ * target, and the races (write during promotion, write during flush, read
+ * during evict, trim of a cached object).
+ */
+#include "test_engine_harness.h"
+
+#define ISZ (64 * OS)
+
+static uint64_t base_reads(struct env *v)
+{
+	struct tier_store_stats s;
+
+	tier_store_get_stats(v->base, &s);
+	return s.ops[TIER_STORE_READ];
+}
+
+static uint64_t base_write_bytes(struct env *v)
+{
+	struct tier_store_stats s;
+
+	tier_store_get_stats(v->base, &s);
+	return s.bytes[TIER_STORE_WRITE];
+}
+
+static void rotate(struct env *v)
+{
+	env_advance_ms(v, v->p.hit_set_period + 1);
+	tier_engine_tick(v->e);
+	env_pump(v);
+}
+
+static void test_write_recency_levels(void **state)
+{
+	(void)state;
+	for (unsigned n = 0; n <= 3; n++) {
+		struct tier_params p;
+		env_params(&p);
+		p.min_write_recency_for_promote = n;
+		struct env *v = env_new(&p);
+
+		/* access k times, each in a new hitset period; promoted on access n+1 */
+		for (unsigned k = 0; k <= n; k++) {
+			assert_int_equal(env_write(v, 3 * OS, 4096, k), 0);
+			struct tier_stats s = env_stats(v);
+			if (k < n) {
+				assert_int_equal(s.promotions, 0);
+				assert_int_equal(s.proxy_writes, k + 1);
+			} else {
+				assert_int_equal(s.promotions, 1);
+				assert_int_equal(s.dirty_objects, 1);
+			}
+			if (n >= 2 && k + 1 < n)
+				rotate(v);
+		}
+		env_free(v);
+	}
+}
+
+static void test_recency_needs_consecutive_sets(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.min_write_recency_for_promote = 2;
+	struct env *v = env_new(&p);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 512, 1), 0);   /* set A */
+	rotate(v);
+	rotate(v);                                        /* gap: one empty set */
+	assert_int_equal(env_write(v, 0, 512, 2), 0);   /* not in current: proxy */
+	assert_int_equal(env_write(v, 0, 512, 3), 0);   /* current yes, newest archived no */
+	assert_int_equal(env_stats(v).promotions, 0);
+	rotate(v);
+	assert_int_equal(env_write(v, 0, 512, 4), 0);   /* current no */
+	assert_int_equal(env_write(v, 0, 512, 5), 0);   /* current + newest archived */
+	assert_int_equal(env_stats(v).promotions, 1);
+	env_free(v);
+}
+
+static void test_read_recency_promotes_after_proxy(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.min_read_recency_for_promote = 1;
+	struct env *v = env_new(&p);
+	uint8_t b[4096];
+	(void)state;
+
+	assert_int_equal(env_write(v, 2 * OS, 4096, 1), 0);   /* recency 0 for writes */
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	rotate(v);   /* the write's access moves to an archived set */
+	/* first read: not in the current set before this access -> proxy only */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS, 4096, b, 0), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	/* second read: the first one is in the current set now */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS, 4096, b, 0), 0);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_objects, 1);
+	assert_int_equal(s.proxy_reads, 2);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS, 4096, b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, 1);
+	uint8_t want[4096];
+	fill(want, 4096, 1);
+	assert_memory_equal(b, want, 4096);
+	env_free(v);
+}
+
+static struct env *mode_env(enum tier_cache_mode m)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.cache_mode = m;
+	return env_new(&p);
+}
+
+static void test_mode_writeback(void **state)
+{
+	struct env *v = mode_env(TIER_MODE_WRITEBACK);
+	uint8_t b[512];
+	(void)state;
+
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).promotions, 1);   /* read miss promotes */
+	assert_int_equal(env_write(v, OS, 512, 1), 0);
+	assert_int_equal(env_stats(v).dirty_objects, 1); /* write miss promotes, dirty */
+	assert_int_equal(env_stats(v).proxy_writes, 0);
+	env_free(v);
+}
+
+static void test_mode_readproxy(void **state)
+{
+	struct env *v = mode_env(TIER_MODE_READPROXY);
+	uint8_t b[512];
+	(void)state;
+
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).promotions, 0);   /* reads proxied */
+	assert_int_equal(env_write(v, 0, 512, 1), 0);
+	assert_int_equal(env_stats(v).dirty_objects, 1); /* writes as writeback */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, 1);     /* cached data read from cache */
+	env_free(v);
+}
+
+static void test_mode_proxy(void **state)
+{
+	struct env *v = mode_env(TIER_MODE_PROXY);
+	uint8_t b[512];
+	(void)state;
+
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	assert_int_equal(env_write(v, OS, 512, 1), 0);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.promotions, 0);
+	assert_int_equal(s.proxy_reads, 1);
+	assert_int_equal(s.proxy_writes, 1);
+	assert_int_equal(env_io(v, TIER_REQ_CACHE, OS, 1, NULL, 0), 0);
+	assert_int_equal(env_stats(v).promotions, 1);    /* on request only */
+	env_free(v);
+}
+
+static void test_mode_readonly(void **state)
+{
+	struct env *v = mode_env(TIER_MODE_READONLY);
+	uint8_t b[512], want[512];
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 512, 1), 0);
+	assert_int_equal(env_stats(v).proxy_writes, 1);  /* writes go to base */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 1); /* read miss promotes */
+	assert_int_equal(env_write(v, 0, 512, 2), 0);     /* drops the cached copy */
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_objects, 0);
+	assert_int_equal(s.dirty_objects, 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	fill(want, 512, 2);
+	assert_memory_equal(b, want, 512);
+	env_free(v);
+}
+
+static void test_mode_none(void **state)
+{
+	struct env *v = mode_env(TIER_MODE_NONE);
+	uint8_t b[512];
+	(void)state;
+
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	assert_int_equal(env_write(v, 0, 512, 1), 0);
+	assert_int_equal(env_io(v, TIER_REQ_CACHE, 0, 512, NULL, 0), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).promotions, 0);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_free(v);
+}
+
+static void test_mode_switch_to_none_drains(void **state)
+{
+	struct env *v = mode_env(TIER_MODE_WRITEBACK);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 512, (uint64_t)i), 0);
+		model_write(model, (uint64_t)i * OS, 512, (uint64_t)i);
+	}
+	struct tier_params p = v->p;
+	p.cache_mode = TIER_MODE_NONE;
+	assert_int_equal(tier_engine_set_params(v->e, &p), 0);
+	for (int i = 0; i < 10; i++)
+		env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+static void test_throttle_objects(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_max_objects_sec = 2;
+	struct env *v = env_new(&p);
+	(void)state;
+
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 512, 1), 0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.promotions, 2);
+	assert_int_equal(s.promote_throttled, 3);
+	assert_int_equal(s.proxy_writes, 3);
+	env_advance_ms(v, 500);   /* one more token */
+	for (int i = 5; i < 8; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 512, 1), 0);
+	assert_int_equal(env_stats(v).promotions, 3);
+	env_free(v);
+}
+
+static void test_throttle_bytes(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_max_bytes_sec = 3 * OS;
+	struct env *v = env_new(&p);
+	(void)state;
+
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 512, 1), 0);
+	assert_int_equal(env_stats(v).promotions, 3);
+	assert_int_equal(env_stats(v).promote_throttled, 3);
+	env_advance_ms(v, 1000);
+	for (int i = 6; i < 12; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 512, 1), 0);
+	assert_int_equal(env_stats(v).promotions, 6);
+	env_free(v);
+}
+
+static void test_extent_write_miss_never_reads_base(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	struct env *v = env_new(&p);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	/* base content first (proxy mode), then switch to extent writeback */
+	struct tier_params px = p;
+	px.cache_mode = TIER_MODE_PROXY;
+	assert_int_equal(tier_engine_set_params(v->e, &px), 0);
+	assert_int_equal(env_write(v, 0, 2 * OS, 5), 0);
+	model_write(model, 0, 2 * OS, 5);
+	assert_int_equal(tier_engine_set_params(v->e, &p), 0);
+	uint64_t r0 = base_reads(v);
+	assert_int_equal(env_write(v, 8192, 4096, 6), 0);       /* aligned: no base read */
+	model_write(model, 8192, 4096, 6);
+	assert_int_equal(base_reads(v), r0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 4096);
+	assert_int_equal(s.dirty_bytes, 4096);
+	assert_int_equal(s.promote_bytes, 0);
+	/* reads of invalid extents come from base, valid from cache */
+	env_check(v, model, 0, OS);
+	/* unaligned write on an invalid extent fills from base (one extent read) */
+	assert_int_equal(env_write(v, OS + 100, 200, 7), 0);
+	model_write(model, OS + 100, 200, 7);
+	env_check(v, model, 0, 2 * OS);
+	assert_int_equal(env_stats(v).dirty_bytes, 8192);
+	/* flush writes only dirty extents */
+	uint64_t w0 = base_write_bytes(v);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(base_write_bytes(v) - w0, 8192);
+	assert_int_equal(env_stats(v).dirty_bytes, 0);
+	/* the meta carries the bitmaps */
+	uint64_t words[2 * 1];
+	struct tier_meta m;
+	int f = cache_meta(v, 0, &m, words, 1);
+	assert_true(f & TIER_META_F_EXTENTS);
+	assert_int_equal(f & TIER_META_F_DIRTY, 0);
+	assert_int_equal(words[0], 1u << 2);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+static void test_over_target_proxies_writes(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.target_max_objects = 4;
+	p.cache_min_evict_age = 1000000;   /* keep the agent from making room here */
+	p.cache_min_flush_age = 1000000;
+	struct env *v = env_new(&p);
+	uint8_t b[512];
+	(void)state;
+
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 512, 1), 0);
+	assert_int_equal(env_stats(v).cached_objects, 4);
+	assert_int_equal(env_write(v, 10 * OS, 512, 2), 0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_objects, 4);
+	assert_int_equal(s.proxy_writes, 1);
+	/* reads of cached objects still hit, writes to them still land in cache */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, 1);
+	assert_int_equal(env_write(v, 0, 512, 3), 0);
+	assert_int_equal(env_stats(v).write_hits, 1);
+	env_free(v);
+}
+
+struct cnt {
+	struct tier_request r;
+	int *order, *n;
+	int id, result;
+};
+
+static void cnt_cb(struct tier_request *r, int result)
+{
+	struct cnt *c = (struct cnt *)r;
+
+	c->result = result;
+	c->order[(*c->n)++] = c->id;
+}
+
+static void test_race_write_during_promotion(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.cache_mode = TIER_MODE_PROXY;
+	struct env *v = env_new(&p);
+	uint8_t *model = calloc(1, ISZ), w1[4096], w2[4096];
+	int order[4], n = 0;
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, OS, 1), 0);    /* base content */
+	model_write(model, 0, OS, 1);
+	fill(w1, 4096, 2);
+	fill(w2, 4096, 3);
+	struct cnt c0 = { .r = { .type = TIER_REQ_CACHE, .off = 0, .len = 1, .cb = cnt_cb },
+			  .order = order, .n = &n, .id = 0 };
+	struct cnt c1 = { .r = { .type = TIER_REQ_WRITE, .off = 0, .len = 4096, .buf = w1,
+				 .cb = cnt_cb }, .order = order, .n = &n, .id = 1 };
+	struct cnt c2 = { .r = { .type = TIER_REQ_WRITE, .off = 2048, .len = 4096, .buf = w2,
+				 .cb = cnt_cb }, .order = order, .n = &n, .id = 2 };
+	assert_int_equal(tier_image_submit(v->img, &c0.r), 0);   /* promotion starts */
+	assert_int_equal(tier_image_submit(v->img, &c1.r), 0);   /* wait for it */
+	assert_int_equal(tier_image_submit(v->img, &c2.r), 0);
+	env_pump(v);
+	assert_int_equal(n, 3);
+	assert_int_equal(order[0], 0);
+	assert_int_equal(order[1], 1);
+	assert_int_equal(order[2], 2);
+	assert_int_equal(c1.result, 0);
+	assert_int_equal(c2.result, 0);
+	memcpy(model, w1, 4096);
+	memcpy(model + 2048, w2, 4096);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.promotions, 1);
+	assert_int_equal(s.write_hits, 2);   /* both landed in the promoted copy */
+	assert_int_equal(s.dirty_objects, 1);
+	env_check(v, model, 0, 2 * OS);
+	free(model);
+	env_free(v);
+}
+
+static void test_race_write_during_flush(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t *model = calloc(1, ISZ), w[4096];
+	int order[2], n = 0;
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	model_write(model, 0, 4096, 1);
+	tier_engine_flush_all(v->e, NULL);   /* flush's cache READ is now queued */
+	fill(w, 4096, 2);
+	struct cnt c = { .r = { .type = TIER_REQ_WRITE, .off = 8192, .len = 4096, .buf = w,
+				.cb = cnt_cb }, .order = order, .n = &n, .id = 1 };
+	assert_int_equal(tier_image_submit(v->img, &c.r), 0);
+	env_pump(v);
+	assert_int_equal(n, 1);
+	assert_int_equal(c.result, 0);
+	model_write(model, 8192, 4096, 2);
+	assert_int_equal(env_stats(v).write_hits, 1);
+	/* the first flush's clean mark was refused by the version guard */
+	struct tier_store_stats cs;
+	tier_store_get_stats(v->cache, &cs);
+	assert_true(cs.errors[TIER_STORE_SETMETA] >= 1);
+	assert_int_equal(env_stats(v).flushes, 1);   /* only the second one cleaned it */
+	assert_int_equal(env_stats(v).dirty_objects, 0);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	env_check(v, model, 0, 2 * OS);
+	free(model);
+	env_free(v);
+}
+
+static void test_race_read_during_evict(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t b[4096], want[4096];
+	int order[2], n = 0;
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	tier_engine_evict_all(v->e, NULL);   /* REMOVE queued */
+	struct cnt c = { .r = { .type = TIER_REQ_READ, .off = 0, .len = 4096, .buf = b,
+				.cb = cnt_cb }, .order = order, .n = &n, .id = 1 };
+	assert_int_equal(tier_image_submit(v->img, &c.r), 0);
+	env_pump(v);
+	assert_int_equal(c.result, 0);
+	fill(want, 4096, 1);
+	assert_memory_equal(b, want, 4096);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.evictions, 1);
+	assert_int_equal(s.proxy_reads, 1);   /* served from base while evicting */
+	env_free(v);
+}
+
+static void test_race_trim_of_cached_object(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 2 * OS, 1), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_write(v, 0, 4096, 2), 0);          /* dirty again */
+	assert_int_equal(env_io(v, TIER_REQ_TRIM, 0, OS, NULL, 0), 0);
+	assert_int_equal(env_io(v, TIER_REQ_WRITE_ZEROES, OS, OS, NULL, 0), 0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_objects, 0);
+	struct tier_meta m;
+	assert_int_equal(cache_meta(v, 0, &m, NULL, 0), -1);
+	env_check(v, model, 0, 2 * OS);
+	/* a restart must not resurrect anything */
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, 2 * OS);
+	free(model);
+	env_free(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_write_recency_levels),
+		cmocka_unit_test(test_recency_needs_consecutive_sets),
+		cmocka_unit_test(test_read_recency_promotes_after_proxy),
+		cmocka_unit_test(test_mode_writeback),
+		cmocka_unit_test(test_mode_readproxy),
+		cmocka_unit_test(test_mode_proxy),
+		cmocka_unit_test(test_mode_readonly),
+		cmocka_unit_test(test_mode_none),
+		cmocka_unit_test(test_mode_switch_to_none_drains),
+		cmocka_unit_test(test_throttle_objects),
+		cmocka_unit_test(test_throttle_bytes),
+		cmocka_unit_test(test_extent_write_miss_never_reads_base),
+		cmocka_unit_test(test_over_target_proxies_writes),
+		cmocka_unit_test(test_race_write_during_promotion),
+		cmocka_unit_test(test_race_write_during_flush),
+		cmocka_unit_test(test_race_read_during_evict),
+		cmocka_unit_test(test_race_trim_of_cached_object),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

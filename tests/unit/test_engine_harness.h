@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_engine_harness.h - shared by the engine's cmocka tests: an
+ * engine over two mem stores with a hand-driven clock, and synchronous
+ * helpers that submit a request and pump completions until it is done.
+ */
+#ifndef TEST_ENGINE_HARNESS_H
+#define TEST_ENGINE_HARNESS_H
+
+#undef NDEBUG
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tier/engine.h"
+#include "tier/meta.h"
+
+#define MiB (1024ull * 1024)
+#define OS (64 * 1024ull)          /* object size used by the tests */
+
+struct env {
+	struct tier_cq *cq;
+	struct tier_store *base, *cache;
+	struct tier_engine *e;
+	struct tier_image *img;
+	struct tier_params p;
+	uint64_t now_ns;
+	uint64_t isz;               /* image size, 0 = 64 objects */
+	bool vt;
+};
+
+static inline uint64_t env_clock(void *arg)
+{
+	return ((struct env *)arg)->now_ns;
+}
+
+static inline void env_params(struct tier_params *p)
+{
+	tier_params_default(p);
+	p->object_size = OS;
+	p->extent_size = 4096;
+	p->target_max_bytes = 64 * OS;
+	p->min_read_recency_for_promote = 0;
+	p->min_write_recency_for_promote = 0;
+	p->hit_set_period = 1000;
+}
+
+/* Pump completions and ticks until nothing moves. */
+static inline void env_pump(struct env *v)
+{
+	for (int i = 0; i < 100000; i++) {
+		size_t n = tier_cq_drain(v->cq);
+		tier_engine_tick(v->e);
+		n += tier_cq_drain(v->cq);
+		if (!n && tier_engine_idle(v->e))
+			return;
+		if (!n) {
+			tier_engine_tick(v->e);
+			if (!tier_cq_drain(v->cq) && tier_engine_idle(v->e))
+				return;
+			if (!tier_cq_drain(v->cq) && i > 1000)
+				return;
+		}
+	}
+}
+
+static inline int env_engine(struct env *v)
+{
+	struct tier_engine_opts o = {
+		.base = v->base, .cache = v->cache, .params = v->p,
+		.clock = env_clock, .clock_arg = v,
+	};
+	struct tier_image_opts io = { .name = "img", .object_prefix = "rbd_data.test",
+				      .size = v->isz ? v->isz : 64 * v->p.object_size };
+	int rc = tier_engine_create(&o, &v->e);
+
+	if (rc < 0)
+		return rc;
+	rc = tier_image_open(v->e, &io, &v->img);
+	if (rc < 0)
+		return rc;
+	env_pump(v);
+	return tier_image_ready(v->img);
+}
+
+static inline struct env *env_new(const struct tier_params *p)
+{
+	struct env *v = calloc(1, sizeof(*v));
+
+	assert_non_null(v);
+	v->now_ns = 1000000000ull;
+	if (p)
+		v->p = *p;
+	else
+		env_params(&v->p);
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", NULL, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", NULL, v->cq, &v->cache), 0);
+	assert_int_equal(env_engine(v), 1);
+	return v;
+}
+
+/* Crash: drop the engine (its in-flight ops fail through the stopped store) */
+static inline void env_kill_engine(struct env *v)
+{
+	env_pump(v);
+	tier_image_close(v->img);
+	tier_engine_destroy(v->e);
+	v->e = NULL;
+	v->img = NULL;
+}
+
+static inline void env_free(struct env *v)
+{
+	if (v->e) {
+		env_pump(v);
+		tier_image_close(v->img);
+		tier_engine_destroy(v->e);
+	}
+	tier_store_destroy(v->base);
+	tier_store_destroy(v->cache);
+	tier_cq_destroy(v->cq);
+	free(v);
+}
+
+struct sreq {
+	struct tier_request r;
+	int done, result;
+};
+
+static inline void sreq_cb(struct tier_request *r, int result)
+{
+	struct sreq *s = (struct sreq *)r;
+
+	s->done++;
+	s->result = result;
+}
+
+/* Submit and pump until the callback ran; returns its result. */
+static inline int env_io(struct env *v, enum tier_req_type t, uint64_t off, uint64_t len,
+			 void *buf, uint32_t flags)
+{
+	struct sreq s = { .r = { .type = t, .flags = flags, .off = off, .len = len, .buf = buf,
+				 .cb = sreq_cb } };
+	int rc = tier_image_submit(v->img, &s.r);
+
+	if (rc < 0)
+		return rc;
+	assert_int_equal(s.done, 0);   /* never called back inside submit */
+	for (int i = 0; i < 100000 && !s.done; i++) {
+		tier_cq_drain(v->cq);
+		if (!s.done)
+			tier_engine_tick(v->e);
+	}
+	assert_int_equal(s.done, 1);
+	return s.result;
+}
+
+static inline void fill(void *buf, uint64_t len, uint64_t seed)
+{
+	uint8_t *p = buf;
+
+	for (uint64_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((seed * 131 + i * 7 + (i >> 9)) & 0xff);
+}
+
+static inline int env_write(struct env *v, uint64_t off, uint64_t len, uint64_t seed)
+{
+	void *b = malloc(len);
+	int rc;
+
+	fill(b, len, seed);
+	rc = env_io(v, TIER_REQ_WRITE, off, len, b, 0);
+	free(b);
+	return rc;
+}
+
+/* Read [off, len) and compare with the expected model. */
+static inline void env_check(struct env *v, const uint8_t *model, uint64_t off, uint64_t len)
+{
+	uint8_t *b = malloc(len);
+
+	memset(b, 0xee, len);
+	assert_int_equal(env_io(v, TIER_REQ_READ, off, len, b, 0), 0);
+	assert_memory_equal(b, model + off, len);
+	free(b);
+}
+
+static inline void model_write(uint8_t *model, uint64_t off, uint64_t len, uint64_t seed)
+{
+	fill(model + off, len, seed);
+}
+
+static inline struct tier_stats env_stats(struct env *v)
+{
+	struct tier_stats s;
+
+	tier_engine_get_stats(v->e, &s);
+	return s;
+}
+
+static inline void env_advance_ms(struct env *v, uint64_t ms)
+{
+	v->now_ns += ms * 1000000ull;
+}
+
+static inline void stat_cb(struct tier_store_op *op)
+{
+	*(int *)op->priv = 1;
+}
+
+/* Cache object's tier.meta straight from the store: -1 absent, else its flags. */
+static inline int cache_meta(struct env *v, uint64_t objno, struct tier_meta *m,
+			     uint64_t *words, size_t nw)
+{
+	struct tier_store_op op;
+	uint8_t buf[TIER_META_MAX];
+	int done = 0;
+
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_STAT;
+	snprintf(op.oid, sizeof(op.oid), "rbd_data.test.%016llx", (unsigned long long)objno);
+	op.meta_buf = buf;
+	op.meta_cap = sizeof(buf);
+	op.priv = &done;
+	op.cb = stat_cb;
+	assert_int_equal(tier_store_submit(v->cache, &op), 0);
+	while (!done)
+		tier_cq_drain(v->cq);
+	if (op.result == -ENOENT)
+		return -1;
+	assert_true(op.result >= 0);
+	m->valid = words;
+	m->dirty = words ? words + nw : NULL;
+	assert_int_equal(tier_meta_decode(buf, op.meta_len_out, m, nw), 0);
+	return (int)m->flags;
+}
+
+#endif

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tierctl - the admin CLI: sends one command line to tierd's admin socket and
+ * shows the JSON answer, as a human summary for `status`, as indented JSON
+ * otherwise, and as a progress bar while `flush|evict --wait` polls status.
+ * It decides only presentation and exit codes (0 ok, 1 error answer or lost
+ * daemon, 2 usage); it must never change anything tierd was not asked to.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/tierd/tierd.asok"
+#define ANSWER_TIMEOUT_MS 30000
+
+struct conn {
+	int fd;
+	char *buf;
+	size_t len, cap;
+};
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "tierctl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static int conn_open(struct conn *c, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	memset(c, 0, sizeof(*c));
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return -errno;
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+		close(c->fd);
+		return r;
+	}
+	return 0;
+}
+
+/* Sends line, returns the answer line (owned by c, valid until the next call). */
+static char *conn_ask(struct conn *c, const char *line)
+{
+	size_t n = strlen(line), off = 0;
+	char *nl;
+
+	while (off < n) {
+		ssize_t w = send(c->fd, line + off, n - off, MSG_NOSIGNAL);
+		if (w < 0)
+			die("send: %s", strerror(errno));
+		off += (size_t)w;
+	}
+	if (send(c->fd, "\n", 1, MSG_NOSIGNAL) != 1)
+		die("send: %s", strerror(errno));
+	c->len = 0;
+	for (;;) {
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		ssize_t r;
+		if (c->cap - c->len < 4096) {
+			c->cap = c->cap ? c->cap * 2 : 65536;
+			c->buf = realloc(c->buf, c->cap);
+			if (!c->buf)
+				die("%s", "out of memory");
+		}
+		if (poll(&p, 1, ANSWER_TIMEOUT_MS) == 0)
+			die("%s", "no answer from tierd within 30 s");
+		r = recv(c->fd, c->buf + c->len, c->cap - c->len - 1, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			die("%s", r == 0 ? "tierd closed the connection" : strerror(errno));
+		c->len += (size_t)r;
+		c->buf[c->len] = '\0';
+		nl = memchr(c->buf, '\n', c->len);
+		if (nl) {
+			*nl = '\0';
+			return c->buf;
+		}
+	}
+}
+
+/* ---- a little JSON reading: enough for tierd's own answers ---- */
+
+static const char *ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+static const char *skip_string(const char *p)
+{
+	for (p++; *p && *p != '"'; p++)
+		if (*p == '\\' && p[1])
+			p++;
+	return *p ? p + 1 : p;
+}
+
+static const char *skip_value(const char *p)
+{
+	int depth = 0;
+
+	p = ws(p);
+	do {
+		if (*p == '"')
+			p = skip_string(p);
+		else if (*p == '{' || *p == '[')
+			depth++, p++;
+		else if (*p == '}' || *p == ']')
+			depth--, p++;
+		else if (depth == 0)
+			while (*p && !strchr(",}] \t\r\n", *p))
+				p++;
+		else if (*p)
+			p++;
+		else
+			break;
+	} while (depth > 0 && *p);
+	return p;
+}
+
+/* Value of member key in the object at p, or NULL. */
+static const char *obj_get(const char *p, const char *key, size_t keylen)
+{
+	p = ws(p);
+	if (*p != '{')
+		return NULL;
+	p = ws(p + 1);
+	while (*p == '"') {
+		const char *k = p + 1, *end = skip_string(p);
+		bool match = (size_t)(end - 1 - k) == keylen && !strncmp(k, key, keylen);
+		p = ws(end);
+		if (*p != ':')
+			return NULL;
+		p = ws(p + 1);
+		if (match)
+			return p;
+		p = ws(skip_value(p));
+		if (*p == ',')
+			p = ws(p + 1);
+	}
+	return NULL;
+}
+
+/* "a.b.c" path lookup. */
+static const char *jget(const char *json, const char *path)
+{
+	const char *p = json;
+
+	while (p && *path) {
+		const char *dot = strchr(path, '.');
+		size_t n = dot ? (size_t)(dot - path) : strlen(path);
+		p = obj_get(p, path, n);
+		path += n + (dot ? 1 : 0);
+	}
+	return p;
+}
+
+static double jnum(const char *json, const char *path)
+{
+	const char *v = jget(json, path);
+	char *end;
+	double d;
+
+	if (!v)
+		return (double)NAN;
+	d = strtod(v, &end);
+	return end == v ? (double)NAN : d;
+}
+
+/* String value into out (escapes kept simple: \" \\ \n). */
+static const char *jstr(const char *json, const char *path, char *out, size_t len)
+{
+	const char *v = jget(json, path);
+	size_t n = 0;
+
+	if (!v || *v != '"' || len == 0)
+		return NULL;
+	for (v++; *v && *v != '"' && n + 1 < len; v++) {
+		if (*v == '\\' && v[1]) {
+			v++;
+			out[n++] = *v == 'n' ? '\n' : *v;
+		} else {
+			out[n++] = *v;
+		}
+	}
+	out[n] = '\0';
+	return out;
+}
+
+static void pretty(const char *p)
+{
+	int depth = 0;
+
+	for (; *p; p++) {
+		if (*p == '"') {
+			const char *e = skip_string(p);
+			fwrite(p, 1, (size_t)(e - p), stdout);
+			p = e - 1;
+		} else if (*p == '{' || *p == '[') {
+			const char *n = ws(p + 1);
+			if (*n == '}' || *n == ']') {
+				printf("%c%c", *p, *n);
+				p = n;
+				continue;
+			}
+			depth++;
+			printf("%c\n%*s", *p, depth * 2, "");
+			p = ws(p + 1) - 1;
+		} else if (*p == '}' || *p == ']') {
+			depth--;
+			printf("\n%*s%c", depth * 2, "", *p);
+		} else if (*p == ',') {
+			printf(",\n%*s", depth * 2, "");
+			p = ws(p + 1) - 1;
+		} else if (*p == ':') {
+			printf(": ");
+			p = ws(p + 1) - 1;
+		} else if (*p != ' ' && *p != '\n') {
+			putchar(*p);
+		}
+	}
+	putchar('\n');
+}
+
+/* ---- presentation ---- */
+
+static const char *human(double b, char *out, size_t len)
+{
+	static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	int i = 0;
+
+	if (isnan(b))
+		return "n/a";
+	while (b >= 1024 && i < 5) {
+		b /= 1024;
+		i++;
+	}
+	snprintf(out, len, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+	return out;
+}
+
+static const char *pct(double r, char *out, size_t len)
+{
+	if (isnan(r))
+		return "n/a";
+	snprintf(out, len, "%.1f%%", r * 100);
+	return out;
+}
+
+static const char *lat(double us, char *out, size_t len)
+{
+	if (isnan(us))
+		return "n/a";
+	if (us >= 10000)
+		snprintf(out, len, "%.0fms", us / 1000);
+	else if (us >= 1000)
+		snprintf(out, len, "%.1fms", us / 1000);
+	else
+		snprintf(out, len, "%.0fus", us);
+	return out;
+}
+
+static void print_status(const char *j)
+{
+	char a[32], b[32], c[32], s1[32], s2[32];
+
+#define N(k) jnum(j, k)
+	printf("tierd: %.0f image(s), cache_mode %s\n", N("images"),
+	       jstr(j, "cache_mode", s1, sizeof(s1)) ? s1 : "?");
+	printf("  hit ratio     read %s, write %s\n", pct(N("read_hit_ratio"), a, sizeof(a)),
+	       pct(N("write_hit_ratio"), b, sizeof(b)));
+	printf("  cache         %s in %.0f objects, target %s, full %s\n",
+	       human(N("cached_bytes"), a, sizeof(a)), N("cached_objects"),
+	       human(N("target_max_bytes"), b, sizeof(b)), pct(N("full_ratio"), c, sizeof(c)));
+	printf("  dirty         %s in %.0f objects, dirty %s\n",
+	       human(N("dirty_bytes"), a, sizeof(a)), N("dirty_objects"),
+	       pct(N("dirty_ratio"), b, sizeof(b)));
+	printf("  agent         flush %s, evict %s (effort %.0f%%), %.0f ops in flight\n",
+	       jstr(j, "flush_mode", s1, sizeof(s1)) ? s1 : "?",
+	       jstr(j, "evict_mode", s2, sizeof(s2)) ? s2 : "?", N("evict_effort_pct"),
+	       N("agent_ops_in_flight"));
+	printf("  promotions    %.0f (%s), throttled %.0f, failed %.0f\n", N("promotions"),
+	       human(N("promote_bytes"), a, sizeof(a)), N("promote_throttled"),
+	       N("promote_failed"));
+	printf("  proxy         reads %.0f (%s), writes %.0f (%s)\n", N("proxy_reads"),
+	       human(N("proxy_read_bytes"), a, sizeof(a)), N("proxy_writes"),
+	       human(N("proxy_write_bytes"), b, sizeof(b)));
+	printf("  flush/evict   flushed %.0f (%s), evicted %.0f (%s), failed %.0f/%.0f\n",
+	       N("flushes"), human(N("flush_bytes"), a, sizeof(a)), N("evictions"),
+	       human(N("evict_bytes"), b, sizeof(b)), N("flush_failed"), N("evict_failed"));
+	printf("  ops           read %.0f, write %.0f, trim %.0f, write_zeroes %.0f, flush %.0f, cache %.0f\n",
+	       N("ops.read"), N("ops.write"), N("ops.trim"), N("ops.write_zeroes"),
+	       N("ops.flush"), N("ops.cache"));
+	if (!isnan(N("throughput.window_s")))
+		printf("  throughput    read %.0f IOPS %s/s, write %.0f IOPS %s/s (last %.0f s)\n",
+		       N("throughput.read_iops"), human(N("throughput.read_bytes_sec"), a, sizeof(a)),
+		       N("throughput.write_iops"),
+		       human(N("throughput.write_bytes_sec"), b, sizeof(b)), N("throughput.window_s"));
+	printf("  latency read  p50 %s, p99 %s, p999 %s\n", lat(N("latency_us.read.p50"), a, sizeof(a)),
+	       lat(N("latency_us.read.p99"), b, sizeof(b)), lat(N("latency_us.read.p999"), c, sizeof(c)));
+	printf("  latency write p50 %s, p99 %s, p999 %s\n", lat(N("latency_us.write.p50"), a, sizeof(a)),
+	       lat(N("latency_us.write.p99"), b, sizeof(b)), lat(N("latency_us.write.p999"), c, sizeof(c)));
+	printf("  in flight     %.0f requests, errors %.0f\n", N("requests_in_flight"), N("errors"));
+#undef N
+}
+
+/* Dies with the daemon's message when the answer is an error. */
+static void check_answer(const char *ans)
+{
+	char msg[1024];
+
+	if (jget(ans, "error"))
+		die("%s", jstr(ans, "error", msg, sizeof(msg)) ? msg : ans);
+	if (*ws(ans) != '{')
+		die("unexpected answer: %s", ans);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void show_progress(const char *what, double left, double total, bool tty, double *last)
+{
+	double done = total > 0 ? 1.0 - left / total : 1.0;
+	char h[32];
+
+	if (done < 0)
+		done = 0;
+	if (tty) {
+		int w = 30, fill = (int)(done * w + 0.5);
+		printf("\r%s [%.*s%*s] %3.0f%%  %s left   ", what,
+		       fill, "##############################", w - fill, "", done * 100,
+		       human(left, h, sizeof(h)));
+		fflush(stdout);
+	} else if (now_s() - *last >= 1.0 || left == 0) {
+		printf("%s: %s left (%.0f%% done)\n", what, human(left, h, sizeof(h)), done * 100);
+		fflush(stdout);
+		*last = now_s();
+	}
+}
+
+/* flush|evict [--image I] [--wait] [--timeout S] */
+static int flush_evict(struct conn *c, int argc, char **argv)
+{
+	const char *what = argv[0], *image = NULL;
+	const char *key = strcmp(what, "flush") == 0 ? "dirty_bytes" : "cached_bytes";
+	bool wait = false, tty = isatty(STDOUT_FILENO);
+	double timeout = 0, total, left, start, last = 0;
+	char line[512];
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--wait"))
+			wait = true;
+		else if (!strcmp(argv[i], "--image") && i + 1 < argc)
+			image = argv[++i];
+		else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+			timeout = atof(argv[++i]);
+		else
+			die("usage: tierctl %s [--image NAME] [--wait [--timeout SECONDS]]", what);
+	}
+	snprintf(line, sizeof(line), "%s%s%s", what, image ? " --image " : "", image ? image : "");
+	const char *ans = conn_ask(c, line);
+	check_answer(ans);
+	if (!wait) {
+		pretty(ans);
+		return 0;
+	}
+	total = jnum(ans, key);
+	start = now_s();
+	for (;;) {
+		ans = conn_ask(c, "status");
+		check_answer(ans);
+		left = jnum(ans, key);
+		if (isnan(left))
+			die("status lacks %s", key);
+		if (left > total)
+			total = left;
+		show_progress(what, left, total, tty, &last);
+		if (left == 0)
+			break;
+		if (timeout > 0 && now_s() - start > timeout) {
+			if (tty)
+				putchar('\n');
+			die("timed out, %s still above zero", key);
+		}
+		usleep(250000);
+	}
+	if (tty)
+		putchar('\n');
+	printf("%s: done in %.1f s\n", what, now_s() - start);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tierctl [--socket PATH] COMMAND...\n"
+		"  status                        human summary\n"
+		"  perf dump                     all counters and latency percentiles (JSON)\n"
+		"  config show | get KEY | set KEY VALUE\n"
+		"  reload                        re-read the config file (as SIGHUP)\n"
+		"  flush [--image I] [--wait]    write dirty objects to the base pool\n"
+		"  evict [--image I] [--wait]    flush and drop cached objects\n"
+		"  promote IMAGE OFFSET LENGTH   pull a range into the cache\n"
+		"  hitset dump | images | help\n"
+		"default socket: %s\n", DEFAULT_SOCKET);
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = getenv("TIERD_ADMIN_SOCKET");
+	char line[4096];
+	struct conn c;
+	size_t n = 0;
+	int i = 1, r;
+
+	if (!path || !*path)
+		path = DEFAULT_SOCKET;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if ((!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) && i + 1 < argc) {
+			path = argv[++i];
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (i == argc) {
+		usage(stderr);
+		return 2;
+	}
+	r = conn_open(&c, path);
+	if (r < 0) {
+		fprintf(stderr, "tierctl: cannot connect to %s: %s (is tierd running?)\n", path,
+			strerror(-r));
+		return 1;
+	}
+	if (!strcmp(argv[i], "flush") || !strcmp(argv[i], "evict")) {
+		r = flush_evict(&c, argc - i, argv + i);
+		close(c.fd);
+		free(c.buf);
+		return r;
+	}
+	line[0] = '\0';
+	for (int k = i; k < argc; k++) {
+		if (strchr(argv[k], '\n') || n + strlen(argv[k]) + 2 > sizeof(line)) {
+			fprintf(stderr, "tierctl: bad or too long command\n");
+			return 2;
+		}
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s", k > i ? " " : "", argv[k]);
+	}
+	const char *ans = conn_ask(&c, line);
+	check_answer(ans);
+	if (!strcmp(argv[i], "status") && argc - i == 1)
+		print_status(ans);
+	else
+		pretty(ans);
+	close(c.fd);
+	free(c.buf);
+	return 0;
+}
