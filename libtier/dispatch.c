@@ -114,7 +114,11 @@ static uint32_t fua(const struct tier__ext *x)
 
 static void submit_or_fail(struct tier_engine *e, struct tier_store *st, struct tier__ext *x)
 {
-	int rc = tier_store_submit(st, &x->op);
+	int rc;
+
+	if (st == e->base)
+		x->t_base = tier__eng_now_ns(e);
+	rc = tier_store_submit(st, &x->op);
 
 	if (rc < 0) {
 		/* a malformed op is an engine bug; complete it as an error */
@@ -193,7 +197,7 @@ static void read_cb(struct tier_store_op *op)
 	int r = op->result;
 
 	if (base) {
-		tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+		tier__base_latency(e, tier__eng_now_ns(e) - x->t_base);
 		if (r == -ENOENT) {
 			memset(op->buf, 0, op->len);
 			r = 0;
@@ -293,7 +297,7 @@ static void proxy_cb(struct tier_store_op *op)
 	struct tier__obj *o = x->obj;
 	int r = op->result;
 
-	tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+	tier__base_latency(e, tier__eng_now_ns(e) - x->t_base);
 	if (r == -ENOENT && op->opcode == TIER_STORE_REMOVE)
 		r = 0;
 	if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
@@ -498,7 +502,7 @@ static void drop_cb(struct tier_store_op *op)
 	int r = op->result == -ENOENT ? 0 : op->result;
 
 	if (base_step) {
-		tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+		tier__base_latency(e, tier__eng_now_ns(e) - x->t_base);
 		if (r < 0) {
 			o->flags &= (uint16_t)~TIER__OF_EXCL;
 			tier__ext_finish(e, x, r);

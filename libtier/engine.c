@@ -155,14 +155,25 @@ void tier__base_latency(struct tier_engine *e, uint64_t ns)
 		e->base_lat_floor *= 1.0005;
 }
 
+/*
+ * Capacity handed to the eviction policy: 0 = follow the number of objects it
+ * tracks (the cached ones), so live target changes need no new policy.
+ */
 uint64_t tier__policy_capacity(const struct tier_engine *e)
 {
-	uint64_t c = e->p.target_max_objects;
-	uint64_t b = e->p.target_max_bytes / e->p.object_size;
+	(void)e;
+	return 0;
+}
 
-	if (!c || (b && b < c))
-		c = b;
-	return c < 16 ? 16 : c;
+/* Expected inserts in the first period: the objects the cache can hold, x4. */
+static uint64_t hitset_capacity(const struct tier_params *p)
+{
+	uint64_t c = p->target_max_bytes / p->object_size;
+
+	if (p->target_max_objects && (!c || p->target_max_objects < c))
+		c = p->target_max_objects;
+	c *= 4;
+	return c < 1024 ? 1024 : c > (1ull << 26) ? (1ull << 26) : c;
 }
 
 static int check_params(const struct tier_params *p, uint32_t *nbits)
@@ -214,7 +225,7 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 	if (rc < 0)
 		goto out;
 	rc = tier__hitsets_create((unsigned)e->p.hit_set_count, e->p.hit_set_fpp,
-				  tier__policy_capacity(e) * 4, tier__eng_now_ms(e), &e->hs);
+				  hitset_capacity(&e->p), tier__eng_now_ms(e), &e->hs);
 	if (rc < 0)
 		goto out;
 	rc = tier__policy_create(e->p.evict_policy, e->hs, &e->p, tier__policy_capacity(e), &e->pol);
@@ -266,20 +277,12 @@ int tier_engine_set_params(struct tier_engine *e, const struct tier_params *p)
 	if (check_params(p, &nbits) < 0 || p->object_size != e->p.object_size ||
 	    p->extent_size != e->p.extent_size)
 		return -EINVAL;
-	{
-		struct tier_params old = e->p;
-		uint64_t oldcap = tier__policy_capacity(e);
-
-		e->p = *p;
-		if (p->evict_policy != old.evict_policy || tier__policy_capacity(e) != oldcap) {
-			rc = tier__policy_create(p->evict_policy, e->hs, &e->p,
-						 tier__policy_capacity(e), &np);
-			if (rc < 0) {
-				e->p = old;
-				return rc;
-			}
-		}
+	if (p->evict_policy != e->p.evict_policy) {
+		rc = tier__policy_create(p->evict_policy, e->hs, &e->p, tier__policy_capacity(e), &np);
+		if (rc < 0)
+			return rc;
 	}
+	e->p = *p;
 	tier__hitsets_configure(e->hs, (unsigned)p->hit_set_count, p->hit_set_fpp);
 	if (np) {
 		tier__policy_destroy(e->pol);

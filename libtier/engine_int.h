@@ -76,6 +76,7 @@ struct tier__ext {
 	uint32_t pos;              /* progress in multi-op reads */
 	uint32_t s, t;             /* cache write span (extent fills) */
 	uint64_t new_version;
+	uint64_t t_base;           /* engine clock at the last base submit */
 	void *bounce;
 	uint64_t *nbits;           /* new bitmaps (extent mode), in ext storage */
 	struct tier_store_op op;
@@ -94,6 +95,7 @@ struct tier__job {
 	struct tier_request *req;       /* sync: the FLUSH request */
 	int kind, step, err;
 	uint64_t version;
+	uint64_t t_base;                /* engine clock at the last base submit */
 	void *buf;
 	uint64_t len, span_off;
 	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */

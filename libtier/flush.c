@@ -50,6 +50,10 @@ static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_stor
 
 static void flush_submit(struct tier_store *st, struct tier_store_op *op)
 {
+	struct tier__job *j = op->priv;
+
+	if (st == j->e->base)
+		j->t_base = tier__eng_now_ns(j->e);
 	if (tier_store_submit(st, op) < 0) {
 		op->result = -EINVAL;
 		flush_cb(op);
@@ -226,7 +230,7 @@ static void flush_cb(struct tier_store_op *op)
 	case 2:
 	case 3:   /* base writes */
 		if (op != &j->op) {
-			tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+			tier__base_latency(e, tier__eng_now_ns(e) - j->t_base);
 			if (r < 0 && !j->err)
 				j->err = r;
 		}

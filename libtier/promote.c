@@ -2,8 +2,8 @@
 /*
  * libtier/promote.c - admission (should this miss be promoted?) and the
  * promotion job itself.  Admission applies, in order: the cache mode, a
- * degraded cache pool, Ceph's recency rule (evaluated by the caller before
- * it records the access), the cache being over 100% of target, the
+ * degraded cache pool, the cache being over 100% of target, Ceph's recency
+ * rule (evaluated by the caller before it records the access) or else the
  * eviction policy's admission hint, and the token-bucket throttles.  A
  * promotion reads the whole object from base and writes it to the cache as
  * CLEAN, data and meta in one op with F_EXCL.  It must never overwrite a
@@ -59,11 +59,10 @@ bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint
 		return false;
 	if ((m == TIER_MODE_READPROXY && !is_write) || (m == TIER_MODE_READONLY && is_write))
 		return false;
-	if (tier__degraded(e) || !recent)
+	if (tier__degraded(e) || tier__full_ratio(e) >= 1.0)
 		return false;
-	if (tier__full_ratio(e) >= 1.0)
-		return false;
-	if (pol->ops->admit && !pol->ops->admit(pol, o->key))
+	/* a policy hint (S3-FIFO: recently evicted, in the ghost queue) counts as recent */
+	if (!recent && !(pol->ops->admit && pol->ops->admit(pol, o->key)))
 		return false;
 	if (!tokens_take(e, bytes)) {
 		e->st.promote_throttled++;
@@ -96,7 +95,7 @@ static void promote_cb(struct tier_store_op *op)
 	int ml, pl;
 
 	if (j->step == 0) {
-		tier__base_latency(e, tier__eng_now_ns(e) - op->t_submit_ns);
+		tier__base_latency(e, tier__eng_now_ns(e) - j->t_base);
 		if (r == -ENOENT) {
 			memset(j->buf, 0, j->len);
 			r = 0;
@@ -170,6 +169,7 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 	j->op.len = j->len;
 	j->op.cb = promote_cb;
 	j->op.priv = j;
+	j->t_base = tier__eng_now_ns(e);
 	if (tier_store_submit(e->base, &j->op) < 0) {
 		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
 		j->waiter = NULL;

@@ -218,7 +218,7 @@ static int iolog_line(struct parser *p, char *s)
 	char *f[TRACE_MAX_FIELDS], **g = f;
 	bool v3 = p->t->format == TRACE_FMT_IOLOG3;
 	uint64_t now = p->clock_us;
-	uint32_t file;
+	uint32_t file = 0;
 	size_t n;
 	int ret;
 

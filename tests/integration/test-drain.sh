@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 
 IMAGE_SIZE=256M
-TARGET_MAX=8M BASE_PROFILE=hdd CACHE_PROFILE=ssd write_config "
+TARGET_MAX=8M BASE_PROFILE=hdd CACHE_PROFILE=ssd write_config "promote_granularity = extent
 min_write_recency_for_promote = 0"
 start_tierd
 

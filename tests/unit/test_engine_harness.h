@@ -33,6 +33,7 @@ struct env {
 	uint64_t now_ns;
 	uint64_t isz;               /* image size, 0 = 64 objects */
 	bool vt;
+	bool threaded;              /* local backend: completions from workers */
 };
 
 static inline uint64_t env_clock(void *arg)
@@ -51,6 +52,25 @@ static inline void env_params(struct tier_params *p)
 	p->hit_set_period = 1000;
 }
 
+/* Virtual time: move the clock to the next store completion, if any. */
+static inline bool env_vt_step(struct env *v)
+{
+	uint64_t a, b, t;
+
+	if (!v->vt)
+		return false;
+	a = tier_store_mem_next_due(v->base);
+	b = tier_store_mem_next_due(v->cache);
+	t = a < b ? a : b;
+	if (t == UINT64_MAX)
+		return false;
+	if (t > v->now_ns)
+		v->now_ns = t;
+	tier_store_mem_advance(v->base, v->now_ns);
+	tier_store_mem_advance(v->cache, v->now_ns);
+	return true;
+}
+
 /* Pump completions and ticks until nothing moves. */
 static inline void env_pump(struct env *v)
 {
@@ -58,8 +78,14 @@ static inline void env_pump(struct env *v)
 		size_t n = tier_cq_drain(v->cq);
 		tier_engine_tick(v->e);
 		n += tier_cq_drain(v->cq);
+		if (!n && env_vt_step(v))
+			continue;
 		if (!n && tier_engine_idle(v->e))
 			return;
+		if (!n && v->threaded) {
+			tier_cq_wait(v->cq, 20);
+			continue;
+		}
 		if (!n) {
 			tier_engine_tick(v->e);
 			if (!tier_cq_drain(v->cq) && tier_engine_idle(v->e))
@@ -89,21 +115,39 @@ static inline int env_engine(struct env *v)
 	return tier_image_ready(v->img);
 }
 
-static inline struct env *env_new(const struct tier_params *p)
+/* vt: virtual-time mem stores with the given device models (NULL = instant). */
+static inline struct env *env_new_vt(const struct tier_params *p,
+				     const struct tier_devmodel_params *bm,
+				     const struct tier_devmodel_params *cm, bool vt)
 {
 	struct env *v = calloc(1, sizeof(*v));
+	struct tier_mem_opts bo = { .virtual_time = vt }, co = { .virtual_time = vt };
 
 	assert_non_null(v);
 	v->now_ns = 1000000000ull;
+	v->vt = vt;
+	if (bm)
+		bo.model = *bm;
+	if (cm)
+		co.model = *cm;
 	if (p)
 		v->p = *p;
 	else
 		env_params(&v->p);
 	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
-	assert_int_equal(tier_store_mem_create("base", NULL, v->cq, &v->base), 0);
-	assert_int_equal(tier_store_mem_create("cache", NULL, v->cq, &v->cache), 0);
+	assert_int_equal(tier_store_mem_create("base", &bo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &co, v->cq, &v->cache), 0);
+	if (vt) {
+		tier_store_mem_advance(v->base, v->now_ns);
+		tier_store_mem_advance(v->cache, v->now_ns);
+	}
 	assert_int_equal(env_engine(v), 1);
 	return v;
+}
+
+static inline struct env *env_new(const struct tier_params *p)
+{
+	return env_new_vt(p, NULL, NULL, false);
 }
 
 /* Crash: drop the engine (its in-flight ops fail through the stopped store) */
@@ -154,9 +198,11 @@ static inline int env_io(struct env *v, enum tier_req_type t, uint64_t off, uint
 		return rc;
 	assert_int_equal(s.done, 0);   /* never called back inside submit */
 	for (int i = 0; i < 100000 && !s.done; i++) {
-		tier_cq_drain(v->cq);
+		size_t n = tier_cq_drain(v->cq);
 		if (!s.done)
 			tier_engine_tick(v->e);
+		if (!n && !s.done && !env_vt_step(v) && v->threaded)
+			tier_cq_wait(v->cq, 20);
 	}
 	assert_int_equal(s.done, 1);
 	return s.result;
@@ -210,6 +256,13 @@ static inline void env_advance_ms(struct env *v, uint64_t ms)
 	v->now_ns += ms * 1000000ull;
 }
 
+/* Change parameters live (and keep v->p in step). */
+static inline void env_set_params(struct env *v, const struct tier_params *p)
+{
+	v->p = *p;
+	assert_int_equal(tier_engine_set_params(v->e, p), 0);
+}
+
 static inline void stat_cb(struct tier_store_op *op)
 {
 	*(int *)op->priv = 1;
@@ -232,7 +285,8 @@ static inline int cache_meta(struct env *v, uint64_t objno, struct tier_meta *m,
 	op.cb = stat_cb;
 	assert_int_equal(tier_store_submit(v->cache, &op), 0);
 	while (!done)
-		tier_cq_drain(v->cq);
+		if (!tier_cq_drain(v->cq) && v->threaded)
+			tier_cq_wait(v->cq, 20);
 	if (op.result == -ENOENT)
 		return -1;
 	assert_true(op.result >= 0);
