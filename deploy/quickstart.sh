@@ -87,7 +87,7 @@ run_fio() {   # queue depth, seconds
 		--random_distribution=zipf:1.1 --size="$SIZE" --norandommap \
 		--time_based --runtime="$2" --ramp_time=2 \
 		--output-format=terse --terse-version=3 |
-		awk -F';' -v qd="$1" '{ split($71, p, "=");
+		awk -F';' -v qd="$1" 'NF > 100 { split($71, p, "=");
 			printf "  QD %-3s  read %8.0f IOPS  write %8.0f IOPS  total %8.0f IOPS  (write p99 %s us)\n",
 			qd, $8, $49, $8 + $49, p[2] }'
 }

@@ -164,7 +164,7 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 	uint64_t budget = flush_budget(e), keys[AGENT_BATCH];
 	size_t n, started = 0;
 
-	if (e->agent_flushing >= budget)
+	if (e->agent_flushing >= budget || !e->n_dirty)
 		return 0;
 	n = e->pol->ops->coldest(e->pol, keys, (size_t)(budget - e->agent_flushing < AGENT_BATCH ?
 				 budget - e->agent_flushing : AGENT_BATCH), want_flush, a);
@@ -187,6 +187,8 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 
 	if (e->agent_evicting >= budget)
 		return e->agent_evicting ? 1 : 0;
+	if (e->n_cached <= e->n_dirty)
+		return 0;   /* nothing clean to evict */
 	n = e->pol->ops->coldest(e->pol, keys, (size_t)(budget - e->agent_evicting < AGENT_BATCH ?
 				 budget - e->agent_evicting : AGENT_BATCH), want_evict, a);
 	for (size_t i = 0; i < n; i++) {

@@ -253,6 +253,19 @@ static bool range_all_valid(const struct tier_engine *e, const struct tier__obj 
 	return true;
 }
 
+static bool range_any_valid(const struct tier_engine *e, const struct tier__obj *o,
+			    uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size;
+
+	if (!o->bits)
+		return true;
+	for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
+		if (tier__bit(o->bits, i))
+			return true;
+	return false;
+}
+
 static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	bool cached = o->state != TIER__ABSENT && !(o->flags & TIER__OF_EVICTING) && !x->nocache;
@@ -265,6 +278,12 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 		bool all = range_all_valid(e, o, x->off, x->len);
 		e->st.read_hits += all;
 		e->st.read_misses += !all;
+		x->pos = x->off;
+		if (!all && !range_any_valid(e, o, x->off, x->len)) {
+			x->step = 2;   /* nothing of it in the cache: base runs only */
+			read_next(e, o, x);
+			return;
+		}
 		x->step = 1;
 		read_issue(e, x, true, x->off, x->len);
 		return;

@@ -118,10 +118,22 @@ void tier__job_free(struct tier__job *j)
 	if (!j)
 		return;
 	j->e->jobs_inflight--;
-	free(j->buf);
+	if (j->obuf && j->e->n_obufs < sizeof(j->e->obufs) / sizeof(j->e->obufs[0]))
+		j->e->obufs[j->e->n_obufs++] = j->buf;
+	else
+		free(j->buf);
 	free(j->ops);
 	free(j->snap);
 	free(j);
+}
+
+int tier__job_obuf(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+
+	j->buf = e->n_obufs ? e->obufs[--e->n_obufs] : malloc(e->p.object_size);
+	j->obuf = j->buf != NULL;
+	return j->buf ? 0 : -ENOMEM;
 }
 
 void tier__cache_error(struct tier_engine *e, int err)
@@ -216,6 +228,8 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 	e->p = o->params;
 	e->base = o->base;
 	e->cache = o->cache;
+	e->sync_base = !strcmp(tier_store_backend_name(o->base), "local");
+	e->sync_cache = !strcmp(tier_store_backend_name(o->cache), "local");
 	e->nbits = nbits;
 	e->nwords = tier_meta_words(nbits);
 	e->meta_cap = (tier_meta_size(nbits) + 15) & ~(size_t)15;
@@ -251,6 +265,8 @@ void tier_engine_destroy(struct tier_engine *e)
 	tier__hitsets_destroy(e->hs);
 	tier__map_fini(e);
 	tier__ext_pool_fini(e);
+	while (e->n_obufs)
+		free(e->obufs[--e->n_obufs]);
 	for (size_t i = 0; i < e->n_imgs; i++)
 		tier__image_free(e->imgs[i]);
 	free(e->imgs);

@@ -97,6 +97,7 @@ struct tier__job {
 	uint64_t version;
 	uint64_t t_base;                /* engine clock at the last base submit */
 	void *buf;
+	bool obuf;                      /* buf came from tier__obuf_get */
 	uint64_t len, span_off;
 	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */
 	size_t nops, npending, ndone;
@@ -131,6 +132,11 @@ struct tier_engine {
 	struct tier__obj **ht;
 	size_t ht_mask, n_objs;
 	uint64_t obj_mem;               /* bytes held by map entries and bitmaps */
+	struct tier__obj *free_obj;     /* recycled entries (proxied ops come and go) */
+	size_t n_free_obj;
+	bool sync_cache, sync_base;     /* pools whose acks are not durable (local) */
+	void *obufs[16];                /* free object-size buffers (promote, flush) */
+	size_t n_obufs;
 	uint32_t nbits;                 /* extents per object */
 	size_t nwords;
 	size_t meta_cap;                /* encoded meta size (extent mode) */
@@ -183,6 +189,8 @@ void tier__deliver(struct tier_engine *e);
 struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
 				struct tier__obj *obj);
 void tier__job_free(struct tier__job *j);
+/* An object_size buffer for a job (recycled: no page faults per promotion). */
+int tier__job_obuf(struct tier__job *j);
 void tier__cache_error(struct tier_engine *e, int err);
 bool tier__degraded(const struct tier_engine *e);
 void tier__base_latency(struct tier_engine *e, uint64_t ns);

@@ -94,8 +94,7 @@ static void flush_read(struct tier__job *j)
 		flush_cb(&j->op);
 		return;
 	}
-	j->buf = malloc(j->len);
-	if (!j->buf) {
+	if (tier__job_obuf(j) < 0) {
 		flush_done(j, true);
 		return;
 	}

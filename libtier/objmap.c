@@ -13,6 +13,8 @@
 
 #include "libtier/engine_int.h"
 
+#define FREE_OBJ_MAX 4096   /* recycled entries kept for the proxy path */
+
 _Static_assert(sizeof(struct tier__obj) <= 64, "object map entry must stay within 64 bytes");
 
 static size_t alloc_cost(void *p)
@@ -52,6 +54,12 @@ void tier__map_fini(struct tier_engine *e)
 	}
 	free(e->ht);
 	e->ht = NULL;
+	while (e->free_obj) {
+		struct tier__obj *o = e->free_obj;
+		e->free_obj = o->hnext;
+		free(o);
+	}
+	e->n_free_obj = 0;
 }
 
 static void map_grow(struct tier_engine *e)
@@ -92,9 +100,16 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 
 	if (o)
 		return o;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return NULL;
+	if (e->free_obj) {
+		o = e->free_obj;
+		e->free_obj = o->hnext;
+		e->n_free_obj--;
+		memset(o, 0, sizeof(*o));
+	} else {
+		o = calloc(1, sizeof(*o));
+		if (!o)
+			return NULL;
+	}
 	o->key = key;
 	if (objno == img->nobjs - 1 && img->size % e->p.object_size)
 		o->len = (uint32_t)(img->size % e->p.object_size);
@@ -124,12 +139,14 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 
 	if (tier__obj_busy(o))
 		return;
-	if (img && img->closed && o->state != TIER__ABSENT) {
-		/* image closed while a job ran: forget the entry (the cache copy stays) */
-		tier__acct_sub(e, o);
-		if (e->pol)
-			e->pol->ops->remove(e->pol, o->key);
-		o->state = TIER__ABSENT;
+	if (img && img->closed) {
+		/* image closed: forget the entry (the cache copy stays for the next open) */
+		if (o->state != TIER__ABSENT) {
+			tier__acct_sub(e, o);
+			if (e->pol)
+				e->pol->ops->remove(e->pol, o->key);
+			o->state = TIER__ABSENT;
+		}
 		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE);
 	}
 	if (o->state != TIER__ABSENT ||
@@ -142,6 +159,12 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 	e->n_objs--;
 	e->obj_mem -= alloc_cost(o);
 	tier__obj_free_bits(e, o);
+	if (e->n_free_obj < FREE_OBJ_MAX) {
+		o->hnext = e->free_obj;
+		e->free_obj = o;
+		e->n_free_obj++;
+		return;
+	}
 	free(o);
 }
 
@@ -249,6 +272,10 @@ void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t f
 {
 	bool had = o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C);
 
+	/* rados and mem acks are already as durable as they get */
+	if ((flag == TIER__OF_UNSYNC_B && !e->sync_base) ||
+	    (flag == TIER__OF_UNSYNC_C && !e->sync_cache))
+		return;
 	o->flags |= flag;
 	if (had)
 		return;

@@ -151,9 +151,7 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 {
 	struct tier__job *j = tier__job_new(e, TIER__J_PROMOTE, img, o);
 
-	if (j)
-		j->buf = malloc(o->len);
-	if (!j || !j->buf) {
+	if (!j || tier__job_obuf(j) < 0) {
 		tier__job_free(j);
 		e->st.promote_failed++;
 		if (waiter)

@@ -110,6 +110,7 @@ static void crash_everywhere(bool cache_store, enum tier_granularity g)
 		assert_int_equal(env_engine(v), 1);
 		verify(v, w);
 		/* and once everything is flushed to base and evicted, still */
+		env_pump(v);
 		tier_engine_evict_all(v->e, NULL);
 		env_pump(v);
 		assert_int_equal(env_stats(v).cached_objects, 0);
@@ -172,6 +173,17 @@ static void local_stores(struct env *v, const char *dir, uint64_t crash_cache, u
 	assert_int_equal(tier_store_local_create("cache", &co, v->cq, &v->cache), 0);
 }
 
+/* "/tmp/tier-engine-crash-" plus the six placeholder characters mkdtemp wants */
+static void mkdtemp_template(char *dir)
+{
+	size_t n;
+
+	strcpy(dir, "/tmp/tier-engine-crash-");
+	n = strlen(dir);
+	memset(dir + n, 'X', 6);
+	dir[n + 6] = '\0';
+}
+
 /*
  * The local backend stops dead after k durable steps (meta, data, ...): the
  * real write ordering (pre_meta, data, meta) is what is on disk after the
@@ -179,7 +191,7 @@ static void local_stores(struct env *v, const char *dir, uint64_t crash_cache, u
  */
 static void test_crash_local_every_step(void **state)
 {
-	char dir[] = "/tmp/tier-engine-crash-XXXXXX";
+	char dir[64];
 	struct wr w[6];
 	uint64_t k;
 	int acked_min = 6, last_acked = 0;
@@ -189,6 +201,7 @@ static void test_crash_local_every_step(void **state)
 		struct env *v = calloc(1, sizeof(*v));
 		int acked = 0;
 
+		mkdtemp_template(dir);
 		assert_non_null(mkdtemp(dir));
 		v->now_ns = 1000000000ull;
 		v->threaded = true;
@@ -203,6 +216,7 @@ static void test_crash_local_every_step(void **state)
 		local_stores(v, dir, 0, 0);
 		assert_int_equal(env_engine(v), 1);
 		verify(v, w);
+		env_pump(v);   /* promotions the reads started finish first */
 		tier_engine_evict_all(v->e, NULL);
 		env_pump(v);
 		assert_int_equal(env_stats(v).cached_objects, 0);
@@ -213,7 +227,6 @@ static void test_crash_local_every_step(void **state)
 			acked_min = acked;
 		env_free(v);
 		assert_int_equal(nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS), 0);
-		memcpy(dir + strlen(dir) - 6, "XXXXXX", 6);
 		/* stop once two crash points in a row let the whole script through */
 		if (acked == 6 && last_acked == 6)
 			break;
