@@ -388,8 +388,10 @@ static void on_nbd_drained(void *arg)
 	d->nbd_drained = true;
 	tlog(d, TIER_LOG_INFO, "all connections closed; letting the engine settle");
 	notify("STATUS=connections closed, archiving hitsets");
-	/* a tick archives the hitsets; then finish once the engine is idle */
+	/* archive the open hitset now (not at the period's end); finish once idle */
 	uv_timer_stop(&d->tick_timer);
+	if (tier_engine_archive_hitsets(d->engine) < 0)
+		tlog(d, TIER_LOG_WARN, "shutdown: could not archive the current hitset");
 	tier_engine_tick(d->engine);
 	schedule_tick(d);
 }

@@ -30,14 +30,15 @@ double tier__dirty_ratio(const struct tier_engine *e)
 	return r;
 }
 
+/* Promotions in flight count as cached: they are admitted already. */
 double tier__full_ratio(const struct tier_engine *e)
 {
 	double r = 0.0;
 
 	if (e->p.target_max_bytes)
-		r = (double)e->cached_bytes / (double)e->p.target_max_bytes;
+		r = (double)(e->cached_bytes + e->promoting_bytes) / (double)e->p.target_max_bytes;
 	if (e->p.target_max_objects) {
-		double ro = (double)e->n_cached / (double)e->p.target_max_objects;
+		double ro = (double)(e->n_cached + e->n_promoting) / (double)e->p.target_max_objects;
 		if (ro > r)
 			r = ro;
 	}

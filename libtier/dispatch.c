@@ -266,6 +266,24 @@ static bool range_any_valid(const struct tier_engine *e, const struct tier__obj 
 	return false;
 }
 
+/*
+ * Queue a background promotion behind the extents already queued on o: it
+ * starts once they are done, so it copies base as they left it.
+ */
+static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct tier_image *img)
+{
+	struct tier__ext *h = tier__ext_alloc(e);
+
+	if (!h)
+		return;
+	h->img = img;
+	h->obj = o;
+	h->type = TIER_REQ_CACHE;
+	o->flags |= TIER__OF_PQUEUED;
+	e->exts_inflight++;
+	q_push_tail(o, h);
+}
+
 static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	bool cached = o->state != TIER__ABSENT && !(o->flags & TIER__OF_EVICTING) && !x->nocache;
@@ -292,17 +310,8 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 	e->st.proxy_reads++;
 	e->st.proxy_read_bytes += x->len;
 	if (o->state == TIER__ABSENT && !(o->flags & (TIER__OF_PQUEUED | TIER__OF_PROMOTING)) &&
-	    tier__admit(e, o, false, o->len, recent)) {
-		struct tier__ext *h = tier__ext_alloc(e);
-		if (h) {
-			h->img = x->img;
-			h->obj = o;
-			h->type = TIER_REQ_CACHE;
-			o->flags |= TIER__OF_PQUEUED;
-			e->exts_inflight++;
-			q_push_tail(o, h);
-		}
-	}
+	    tier__admit(e, o, false, o->len, recent))
+		queue_promotion(e, o, x->img);
 	x->step = 3;
 	read_issue(e, x, false, x->off, x->len);
 }
@@ -633,6 +642,14 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 		if (e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords) {
 			if (tier__obj_alloc_bits(e, o) == 0) {
 				start_cache_write(e, o, x);
+				return true;
+			}
+		} else if (e->p.write_miss == TIER_WMISS_PROXY) {
+			/* never make the client wait on a 4 MiB copy: proxy now, promote after */
+			if (!(o->flags & TIER__OF_PQUEUED)) {
+				q_pop(o, x);
+				queue_promotion(e, o, x->img);
+				start_proxy_write(e, o, x);
 				return true;
 			}
 		} else {

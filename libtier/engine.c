@@ -98,6 +98,38 @@ void tier__deliver(struct tier_engine *e)
 	e->delivering = false;
 }
 
+static void kick_cb(struct tier_store_op *op)
+{
+	struct tier_engine *e = op->priv;
+
+	e->kick_busy = false;
+	e->jobs_inflight--;
+	tier__deliver(e);
+}
+
+/*
+ * Requests that finish without touching a store (EROFS, a FLUSH with
+ * nothing to sync, a CACHE hint on cached objects) must not wait for the
+ * next tick: a cheap STAT on the cache pool brings a completion, and with it
+ * the delivery, through the owner's completion queue.
+ */
+void tier__kick(struct tier_engine *e)
+{
+	struct tier_store_op *op = &e->kick_op;
+
+	if (!e->done_head || e->kick_busy)
+		return;
+	memset(op, 0, sizeof(*op));
+	op->opcode = TIER_STORE_STAT;
+	snprintf(op->oid, sizeof(op->oid), "tier.kick");
+	op->cb = kick_cb;
+	op->priv = e;
+	if (tier_store_submit(e->cache, op) == 0) {
+		e->kick_busy = true;
+		e->jobs_inflight++;
+	}
+}
+
 struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
 				struct tier__obj *obj)
 {
@@ -384,6 +416,11 @@ void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out)
 	out->requests_in_flight = e->reqs_inflight;
 	out->dirty_ratio_ppm = (uint64_t)(tier__dirty_ratio(e) * 1e6);
 	out->full_ratio_ppm = (uint64_t)(tier__full_ratio(e) * 1e6);
+}
+
+int tier_engine_archive_hitsets(struct tier_engine *e)
+{
+	return tier__hitsets_archive_now(e);
 }
 
 char *tier_engine_hitset_json(const struct tier_engine *e)

@@ -142,6 +142,7 @@ struct tier_engine {
 	size_t meta_cap;                /* encoded meta size (extent mode) */
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
+	uint64_t n_promoting, promoting_bytes;   /* admitted, not yet cached */
 	struct tier__hitsets *hs;
 	struct tier__policy *pol;
 	struct tier_stats st;
@@ -160,6 +161,8 @@ struct tier_engine {
 
 	struct tier_request *done_head, *done_tail;
 	bool delivering;
+	bool kick_busy;
+	struct tier_store_op kick_op;   /* wakes the owner for completions without I/O */
 	int in_submit;                  /* no callbacks while > 0 */
 	uint64_t reqs_inflight, jobs_inflight, exts_inflight;
 
@@ -186,6 +189,8 @@ struct tier_image *tier__image_by_id(const struct tier_engine *e, uint32_t id);
 void tier__oid(const struct tier_image *img, uint64_t objno, char *out);
 void tier__req_put(struct tier_engine *e, struct tier_request *req, int err);
 void tier__deliver(struct tier_engine *e);
+/* After a submit that completed requests without store I/O: get a callback soon. */
+void tier__kick(struct tier_engine *e);
 struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
 				struct tier__obj *obj);
 void tier__job_free(struct tier__job *j);
@@ -249,6 +254,7 @@ double tier__dirty_ratio(const struct tier_engine *e);
 /* hsarch.c */
 void tier__hitsets_start_load(struct tier_engine *e);
 void tier__hitsets_tick(struct tier_engine *e);
+int tier__hitsets_archive_now(struct tier_engine *e);
 
 /* image.c */
 void tier__image_free(struct tier_image *img);

@@ -174,25 +174,23 @@ static void archive_cb(struct tier_store_op *op)
 	tier__deliver(e);
 }
 
-void tier__hitsets_tick(struct tier_engine *e)
+static int archive_newest(struct tier_engine *e)
 {
 	struct tier__job *j;
 	uint64_t start_ms;
 	void *blob = NULL;
 	size_t len = 0;
+	int rc;
 
-	if (e->hs_loading)
-		return;
-	if (tier__hitsets_maybe_rotate(e->hs, tier__eng_now_ms(e), e->p.hit_set_period) != 1)
-		return;
-	if (tier__hitsets_encode_newest(e->hs, &blob, &len, &start_ms) < 0 || !len) {
+	rc = tier__hitsets_encode_newest(e->hs, &blob, &len, &start_ms);
+	if (rc < 0 || !len) {
 		free(blob);
-		return;
+		return rc < 0 ? rc : -ENOENT;
 	}
 	j = tier__job_new(e, TIER__J_HITSET, NULL, NULL);
 	if (!j) {
 		free(blob);
-		return;
+		return -ENOMEM;
 	}
 	j->buf = blob;
 	j->op.opcode = TIER_STORE_WRITE;
@@ -202,6 +200,25 @@ void tier__hitsets_tick(struct tier_engine *e)
 	j->op.len = len;
 	j->op.cb = archive_cb;
 	j->op.priv = j;
-	if (tier_store_submit(e->cache, &j->op) < 0)
+	rc = tier_store_submit(e->cache, &j->op);
+	if (rc < 0)
 		tier__job_free(j);
+	return rc;
+}
+
+void tier__hitsets_tick(struct tier_engine *e)
+{
+	if (e->hs_loading)
+		return;
+	if (tier__hitsets_maybe_rotate(e->hs, tier__eng_now_ms(e), e->p.hit_set_period) == 1)
+		archive_newest(e);
+}
+
+int tier__hitsets_archive_now(struct tier_engine *e)
+{
+	if (e->hs_loading)
+		return -EBUSY;
+	if (tier__hitsets_maybe_rotate(e->hs, tier__eng_now_ms(e), 0) != 1)
+		return -ENOMEM;
+	return archive_newest(e);
 }

@@ -437,5 +437,6 @@ int tier_image_submit(struct tier_image *img, struct tier_request *req)
 		rc = dispatch_req(img, req);
 	}
 	e->in_submit--;
+	tier__kick(e);
 	return rc;
 }

@@ -38,6 +38,7 @@ static const char *const mode_names[] = {"writeback", "readproxy", "proxy", "rea
 static const char *const gran_names[] = {"object", "extent"};
 static const char *const evict_names[] = {"hitset", "s3fifo"};
 static const char *const hitset_type_names[] = {"bloom"};
+static const char *const wmiss_names[] = {"proxy", "promote"};
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define OFF_NONE ((size_t)-1)
@@ -54,6 +55,7 @@ static const struct pdesc table[] = {
 	{"hit_set_type", K_ENUM, OFF_NONE, 0, 0, 0, 0, 0, 0, hitset_type_names, NELEM(hitset_type_names)},
 	PDESC_E(promote_granularity, gran_names)
 	PDESC_E(evict_policy, evict_names)
+	PDESC_E(write_miss, wmiss_names)
 	TIER_PARAMS_U(PDESC_U)
 	TIER_PARAMS_D(PDESC_D)
 };
@@ -103,6 +105,7 @@ static void enum_set(struct tier_params *p, const struct pdesc *d, int v)
 _Static_assert(sizeof(enum tier_cache_mode) == sizeof(int), "enum storage");
 _Static_assert(sizeof(enum tier_granularity) == sizeof(int), "enum storage");
 _Static_assert(sizeof(enum tier_evict_policy) == sizeof(int), "enum storage");
+_Static_assert(sizeof(enum tier_write_miss) == sizeof(int), "enum storage");
 
 void tier_params_default(struct tier_params *p)
 {

@@ -133,7 +133,8 @@ static size_t hp_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 		hp->scratch[n].age = (uint32_t)n;
 		n++;
 	}
-	qsort(hp->scratch, n, sizeof(*hp->scratch), cand_cmp);
+	if (n > 1)   /* scratch may be NULL when nothing was ever cached */
+		qsort(hp->scratch, n, sizeof(*hp->scratch), cand_cmp);
 	if (n > max)
 		n = max;
 	for (size_t i = 0; i < n; i++)

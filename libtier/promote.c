@@ -77,6 +77,8 @@ static void promote_done(struct tier__job *j, bool ok)
 	struct tier__obj *o = j->obj;
 
 	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
+	e->n_promoting--;
+	e->promoting_bytes -= o->len;
 	if (!ok)
 		e->st.promote_failed++;
 	if (j->waiter)
@@ -159,6 +161,8 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 		return;
 	}
 	o->flags |= TIER__OF_PROMOTING;
+	e->n_promoting++;
+	e->promoting_bytes += o->len;
 	j->waiter = waiter;
 	j->len = o->len;
 	j->op.opcode = TIER_STORE_READ;
@@ -170,6 +174,8 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 	j->t_base = tier__eng_now_ns(e);
 	if (tier_store_submit(e->base, &j->op) < 0) {
 		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
+		e->n_promoting--;
+		e->promoting_bytes -= o->len;
 		j->waiter = NULL;
 		tier__job_free(j);
 		e->st.promote_failed++;

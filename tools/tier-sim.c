@@ -124,10 +124,10 @@ static const struct {
 } presets[] = {
 	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object",
 	  { "min_write_recency_for_promote=0", "min_read_recency_for_promote=0",
-	    "promote_granularity=object", "evict_policy=hitset", NULL } },
+	    "promote_granularity=object", "write_miss=promote", "evict_policy=hitset", NULL } },
 	{ "ceph", "Ceph today: proxy write, recency 1, hitset temperature eviction",
 	  { "min_write_recency_for_promote=1", "min_read_recency_for_promote=1",
-	    "promote_granularity=object", "evict_policy=hitset", NULL } },
+	    "promote_granularity=object", "write_miss=proxy", "evict_policy=hitset", NULL } },
 	/*
 	 * Best found so far (docs/BENCHMARKS.md): extent granularity.  s3fifo
 	 * eviction is not used: its admission filter only admits ghost hits,

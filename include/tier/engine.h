@@ -128,6 +128,12 @@ int tier_engine_evict_all(struct tier_engine *e, struct tier_image *img);
 int tier_engine_promote(struct tier_engine *e, struct tier_image *img,
 			uint64_t off, uint64_t len);
 void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out);
+/*
+ * Close the current hitset and archive it into the cache pool now (for
+ * shutdown: call, then wait for tier_engine_idle).  0 once the write is
+ * submitted; -EBUSY while the archive is still loading, -ENOMEM.
+ */
+int tier_engine_archive_hitsets(struct tier_engine *e);
 /* Hitset summary as JSON text (malloc'd, caller frees). */
 char *tier_engine_hitset_json(const struct tier_engine *e);
 /* Bytes of engine memory per cached object (measured), for reports. */

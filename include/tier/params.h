@@ -27,6 +27,15 @@ enum tier_granularity { TIER_GRAN_OBJECT = 0, TIER_GRAN_EXTENT };
 enum tier_evict_policy { TIER_EVICT_HITSET = 0, TIER_EVICT_S3FIFO };
 
 /*
+ * What an admitted write miss does in object granularity:
+ * proxy   - write to base now, promote the object in the background (Ceph
+ *           with proxy write, the default);
+ * promote - the write waits for the whole-object promotion, then lands in
+ *           the cache (Ceph before proxy write; kept for comparison).
+ */
+enum tier_write_miss { TIER_WMISS_PROXY = 0, TIER_WMISS_PROMOTE };
+
+/*
  * X(name, kind, default, min, max): kind is one of
  *   U64  plain count          BYTES  size with K/M/G/T suffix
  *   MS   duration (ms, s)     RATIO  0.0 .. 1.0 (double)     ENUM handled apart
@@ -60,6 +69,7 @@ struct tier_params {
 	enum tier_cache_mode cache_mode;
 	enum tier_granularity promote_granularity;
 	enum tier_evict_policy evict_policy;
+	enum tier_write_miss write_miss;
 #define TIER_P_FIELD_U(name, kind, def, lo, hi) uint64_t name;
 #define TIER_P_FIELD_D(name, kind, def, lo, hi) double name;
 	TIER_PARAMS_U(TIER_P_FIELD_U)

@@ -442,6 +442,13 @@ static int do_read(struct opctx *c)
 	if (n < 0)
 		return (int)n;
 	memset((char *)op->buf + n, 0, op->len - (size_t)n);
+	/* READ with F_FUA is the engine's barrier for earlier unsynced writes */
+	if (op->flags & TIER_STORE_F_FUA) {
+		int rc = sync_fd(c->fd, false);   /* fsync: the xattr too */
+
+		if (rc < 0)
+			return rc;
+	}
 	return (int)op->len;
 }
 

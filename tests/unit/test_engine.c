@@ -100,6 +100,26 @@ static void test_flush_request_and_fua(void **state)
 	env_free(v);
 }
 
+/* Requests that need no store I/O still complete through the queue, no tick needed. */
+static void test_completion_without_tick(void **state)
+{
+	struct env *v = env_new(NULL);
+	struct sreq f = { .r = { .type = TIER_REQ_FLUSH, .cb = sreq_cb } };
+	struct sreq c = { .r = { .type = TIER_REQ_CACHE, .off = 0, .len = 512, .cb = sreq_cb } };
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 512, 1), 0);   /* object 0 now cached */
+	assert_int_equal(tier_image_submit(v->img, &f.r), 0);
+	assert_int_equal(tier_image_submit(v->img, &c.r), 0);
+	assert_int_equal(f.done + c.done, 0);
+	for (int i = 0; i < 10 && f.done + c.done < 2; i++)
+		tier_cq_drain(v->cq);
+	assert_int_equal(f.done, 1);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(f.result, 0);
+	env_free(v);
+}
+
 static void test_cache_hint_promotes(void **state)
 {
 	struct tier_params p;
@@ -241,6 +261,248 @@ static void test_bytes_per_object(void **state)
 	env_free(v);
 }
 
+static void test_latency_histogram(void **state)
+{
+	struct tier_lat_hist h;
+	(void)state;
+
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(tier_lat_quantile(&h, 0.5), 0);
+	for (uint64_t us = 1; us <= 1000; us++)
+		tier_lat_record(&h, us);
+	assert_int_equal(h.count, 1000);
+	assert_int_equal(h.max_us, 1000);
+	assert_int_equal(h.sum_us, 500500);
+	/* quarter-octave buckets: an upper bound within 2^(1/4) of the truth */
+	uint64_t p50 = tier_lat_quantile(&h, 0.5), p99 = tier_lat_quantile(&h, 0.99);
+	assert_true(p50 >= 500 && p50 <= 500 * 1.19 + 1);
+	assert_true(p99 >= 990 && p99 <= 1000);
+	assert_int_equal(tier_lat_quantile(&h, 1.0), 1000);
+	/* bucket edges: 2^(i/4) */
+	memset(&h, 0, sizeof(h));
+	tier_lat_record(&h, 16);   /* 2^4: bucket 16 */
+	assert_int_equal(h.b[16], 1);
+	tier_lat_record(&h, 15);   /* just below: bucket 15 */
+	assert_int_equal(h.b[15], 1);
+	tier_lat_record(&h, UINT64_MAX / 2);
+	assert_int_equal(h.b[TIER_LAT_BUCKETS - 1], 1);
+	assert_string_equal(tier_flush_mode_name(TIER_FLUSH_HIGH), "high");
+	assert_string_equal(tier_evict_mode_name(TIER_EVICT_SOME), "some");
+	assert_string_equal(tier_evict_mode_name(99), "unknown");
+}
+
+static void test_request_latency_recorded(void **state)
+{
+	struct env *v = env_new(NULL);
+	uint8_t b[512];
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 512, 1), 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, b, 0), 0);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.lat[TIER_LAT_WRITE].count, 1);
+	assert_int_equal(s.lat[TIER_LAT_READ].count, 1);
+	assert_int_equal(s.lat[TIER_LAT_OTHER].count, 1);
+	assert_int_equal(s.requests_in_flight, 0);
+	env_free(v);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/*
+ * Random reads, writes, trims and zeroes against a byte model, with a small
+ * cache (the agent flushes and evicts all the time, in virtual time so its
+ * ops overlap the client's), modes and granularity switched live, then a
+ * restart: every read must match the model.
+ */
+static void random_against_model(enum tier_granularity g, uint64_t seed)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 300, .write_latency_us = 200 };
+	struct tier_devmodel_params cm = { .read_latency_us = 50, .write_latency_us = 40 };
+	uint8_t *model = calloc(1, ISZ), *b = malloc(2 * OS + 8192);
+	static const enum tier_cache_mode modes[] = { TIER_MODE_WRITEBACK, TIER_MODE_READPROXY,
+		TIER_MODE_READONLY, TIER_MODE_PROXY, TIER_MODE_WRITEBACK };
+
+	env_params(&p);
+	p.promote_granularity = g;
+	p.target_max_bytes = 8 * OS;
+	p.cache_target_dirty_ratio = 0.2;
+	p.cache_target_dirty_high_ratio = 0.5;
+	p.min_read_recency_for_promote = 1;
+	struct env *v = env_new_vt(&p, &bm, &cm, true);
+
+	for (int i = 0; i < 2500; i++) {
+		uint64_t r = rnd(&seed), op = r % 10;
+		uint64_t off = rnd(&seed) % ISZ, len = 1 + rnd(&seed) % (op < 5 ? 3 * 4096 : 2 * OS);
+
+		if (rnd(&seed) % 4 == 0)
+			off &= ~4095ull;
+		if (off + len > ISZ)
+			len = ISZ - off;
+		if (op < 4) {
+			assert_int_equal(env_write(v, off, len, (uint64_t)i), 0);
+			model_write(model, off, len, (uint64_t)i);
+		} else if (op < 8) {
+			assert_int_equal(env_io(v, TIER_REQ_READ, off, len, b, 0), 0);
+			assert_memory_equal(b, model + off, len);
+		} else {
+			enum tier_req_type t = op == 8 ? TIER_REQ_TRIM : TIER_REQ_WRITE_ZEROES;
+			assert_int_equal(env_io(v, t, off, len, NULL, 0), 0);
+			memset(model + off, 0, len);
+		}
+		if (i % 500 == 499) {
+			p.cache_mode = modes[(i / 500) % 5];
+			env_set_params(v, &p);
+		}
+		if (i % 97 == 0)
+			env_advance_ms(v, 700);
+	}
+	env_pump(v);
+	env_check(v, model, 0, ISZ);
+	struct tier_stats s = env_stats(v);
+	print_message("%s: promotions %llu flushes %llu evictions %llu proxy w %llu hits r/w %llu/%llu\n",
+		      g == TIER_GRAN_EXTENT ? "extent" : "object", (unsigned long long)s.promotions,
+		      (unsigned long long)s.flushes, (unsigned long long)s.evictions,
+		      (unsigned long long)s.proxy_writes, (unsigned long long)s.read_hits,
+		      (unsigned long long)s.write_hits);
+	/* the run must have exercised the agent and both paths */
+	assert_true(s.flushes > 10 && s.evictions > 10 && s.proxy_writes > 10 && s.write_hits > 10);
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, ISZ);
+	env_pump(v);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	free(b);
+	env_free(v);
+}
+
+/* Batches of up to 8 concurrent requests on disjoint ranges, often in one object. */
+static void random_concurrent(enum tier_granularity g, uint64_t seed)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 300, .write_latency_us = 200,
+					   .queue_depth = 4 };
+	struct tier_devmodel_params cm = { .read_latency_us = 50, .write_latency_us = 40 };
+	uint8_t *model = calloc(1, ISZ);
+	struct sreq rq[8];
+	uint8_t *bufs[8];
+
+	env_params(&p);
+	p.promote_granularity = g;
+	p.target_max_bytes = 8 * OS;
+	p.cache_target_dirty_ratio = 0.2;
+	p.cache_target_dirty_high_ratio = 0.5;
+	struct env *v = env_new_vt(&p, &bm, &cm, true);
+	for (int i = 0; i < 8; i++)
+		bufs[i] = malloc(3 * 4096);
+	for (int batch = 0; batch < 400; batch++) {
+		uint64_t offs[8], lens[8];
+		int n = 0;
+		uint64_t hot = rnd(&seed) % 8 * OS;
+
+		for (int t = 0; t < 8; t++) {
+			uint64_t off = (rnd(&seed) % 2 ? hot + rnd(&seed) % OS : rnd(&seed) % ISZ);
+			uint64_t len = 1 + rnd(&seed) % (3 * 4096);
+			bool clash = false;
+
+			if (off + len > ISZ)
+				len = ISZ - off;
+			for (int k = 0; k < n; k++)
+				clash |= off < offs[k] + lens[k] && offs[k] < off + len;
+			if (clash)
+				continue;
+			offs[n] = off;
+			lens[n] = len;
+			memset(&rq[n], 0, sizeof(rq[n]));
+			rq[n].r.off = off;
+			rq[n].r.len = len;
+			rq[n].r.cb = sreq_cb;
+			switch (rnd(&seed) % 5) {
+			case 0: case 1:
+				rq[n].r.type = TIER_REQ_WRITE;
+				fill(bufs[n], len, (uint64_t)batch * 8 + (uint64_t)n);
+				rq[n].r.buf = bufs[n];
+				break;
+			case 4:
+				rq[n].r.type = TIER_REQ_WRITE_ZEROES;
+				break;
+			default:
+				rq[n].r.type = TIER_REQ_READ;
+				rq[n].r.buf = bufs[n];
+			}
+			assert_int_equal(tier_image_submit(v->img, &rq[n].r), 0);
+			n++;
+		}
+		for (int k = 0; k < 100000; k++) {
+			int done = 0;
+			for (int t = 0; t < n; t++)
+				done += rq[t].done;
+			if (done == n)
+				break;
+			if (!tier_cq_drain(v->cq))
+				env_vt_step(v);
+			tier_engine_tick(v->e);
+		}
+		for (int t = 0; t < n; t++) {
+			assert_int_equal(rq[t].done, 1);
+			assert_int_equal(rq[t].result, 0);
+			if (rq[t].r.type == TIER_REQ_READ)
+				assert_memory_equal(bufs[t], model + offs[t], lens[t]);
+			else if (rq[t].r.type == TIER_REQ_WRITE)
+				memcpy(model + offs[t], bufs[t], lens[t]);
+			else
+				memset(model + offs[t], 0, lens[t]);
+		}
+		if (batch % 50 == 49)
+			env_advance_ms(v, 1500);
+	}
+	env_pump(v);
+	env_check(v, model, 0, ISZ);
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, ISZ);
+	for (int i = 0; i < 8; i++)
+		free(bufs[i]);
+	free(model);
+	env_free(v);
+}
+
+static void test_concurrent_object_mode(void **state)
+{
+	(void)state;
+	random_concurrent(TIER_GRAN_OBJECT, 0xabcdef);
+}
+
+static void test_concurrent_extent_mode(void **state)
+{
+	(void)state;
+	random_concurrent(TIER_GRAN_EXTENT, 0xfedcba);
+}
+
+static void test_random_object_mode(void **state)
+{
+	(void)state;
+	random_against_model(TIER_GRAN_OBJECT, 0x1234567);
+}
+
+static void test_random_extent_mode(void **state)
+{
+	(void)state;
+	random_against_model(TIER_GRAN_EXTENT, 0x7654321);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,11 +510,18 @@ int main(void)
 		cmocka_unit_test(test_flush_evict_keep_data),
 		cmocka_unit_test(test_trim_and_zeroes),
 		cmocka_unit_test(test_flush_request_and_fua),
+		cmocka_unit_test(test_completion_without_tick),
 		cmocka_unit_test(test_cache_hint_promotes),
 		cmocka_unit_test(test_rebuild_after_restart),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_read_only_image),
 		cmocka_unit_test(test_bytes_per_object),
+		cmocka_unit_test(test_latency_histogram),
+		cmocka_unit_test(test_request_latency_recorded),
+		cmocka_unit_test(test_random_object_mode),
+		cmocka_unit_test(test_random_extent_mode),
+		cmocka_unit_test(test_concurrent_object_mode),
+		cmocka_unit_test(test_concurrent_extent_mode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

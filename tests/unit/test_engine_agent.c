@@ -369,11 +369,22 @@ static void test_hitset_archive_trim_reload(void **state)
 	tier_engine_tick(v->e);
 	env_pump(v);
 	assert_int_equal(count_hitset_objects(v), 3);
+	/* shutdown archives the current set at once, still trimmed to the count */
+	assert_int_equal(env_write(v, 9 * OS, 512, 1), 0);
+	assert_int_equal(tier_engine_archive_hitsets(v->e), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).hitset_archives, 7);
+	assert_int_equal(count_hitset_objects(v), 3);
 	env_kill_engine(v);
 	assert_int_equal(env_engine(v), 1);
-	assert_int_equal(env_write(v, 7 * OS, 512, 2), 0);   /* current: no */
+	/* object 9, accessed just before shutdown, is in the newest reloaded set */
+	assert_int_equal(env_write(v, 9 * OS, 512, 2), 0);   /* current: no */
 	assert_int_equal(env_stats(v).promotions, 0);
-	assert_int_equal(env_write(v, 7 * OS, 512, 3), 0);   /* current + reloaded archive */
+	assert_int_equal(env_write(v, 9 * OS, 512, 3), 0);   /* current + newest archive */
+	assert_int_equal(env_stats(v).promotions, 1);
+	/* object 7's set is older: not consecutive from the newest, no promotion */
+	assert_int_equal(env_write(v, 7 * OS, 512, 4), 0);
+	assert_int_equal(env_write(v, 7 * OS, 512, 5), 0);
 	assert_int_equal(env_stats(v).promotions, 1);
 	env_free(v);
 }

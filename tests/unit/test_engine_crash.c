@@ -237,6 +237,48 @@ static void test_crash_local_every_step(void **state)
 		      (unsigned long long)k);
 }
 
+/* On the local backend FLUSH syncs every object written since the last one. */
+static void test_local_flush_syncs(void **state)
+{
+	char dir[64];
+	struct env *v = calloc(1, sizeof(*v));
+	uint8_t *model = calloc(1, ISZ);
+	struct tier_store_stats b0, b1, c0, c1;
+	(void)state;
+
+	mkdtemp_template(dir);
+	assert_non_null(mkdtemp(dir));
+	v->now_ns = 1000000000ull;
+	v->threaded = true;
+	env_params(&v->p);
+	v->p.min_write_recency_for_promote = 1;   /* first write to each object proxies */
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	local_stores(v, dir, 0, 0);
+	assert_int_equal(env_engine(v), 1);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 4096, 1), 0);       /* base */
+		assert_int_equal(env_write(v, (uint64_t)i * OS + 8192, 4096, 2), 0); /* cache */
+		model_write(model, (uint64_t)i * OS, 4096, 1);
+		model_write(model, (uint64_t)i * OS + 8192, 4096, 2);
+	}
+	tier_store_get_stats(v->base, &b0);
+	tier_store_get_stats(v->cache, &c0);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	tier_store_get_stats(v->base, &b1);
+	tier_store_get_stats(v->cache, &c1);
+	/* one durable op per object and pool written since the last sync */
+	assert_int_equal(b1.ops[TIER_STORE_READ] - b0.ops[TIER_STORE_READ], 3);
+	assert_int_equal(c1.ops[TIER_STORE_READ] - c0.ops[TIER_STORE_READ], 3);
+	/* nothing new: the next FLUSH has nothing to sync */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	tier_store_get_stats(v->base, &b0);
+	assert_int_equal(b0.ops[TIER_STORE_READ], b1.ops[TIER_STORE_READ]);
+	env_check(v, model, 0, ISZ);
+	env_free(v);
+	free(model);
+	assert_int_equal(nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 static void fault(struct tier_store *st, enum tier_store_opcode opc, int err)
 {
 	struct tier_store_fault f = { .opcode_mask = 1u << opc, .fail_nth = 1, .err = err };
@@ -446,6 +488,7 @@ int main(void)
 		cmocka_unit_test(test_crash_base_object_mode),
 		cmocka_unit_test(test_crash_base_extent_mode),
 		cmocka_unit_test(test_crash_local_every_step),
+		cmocka_unit_test(test_local_flush_syncs),
 		cmocka_unit_test(test_cache_eio_on_clean_write_proxies),
 		cmocka_unit_test(test_cache_enospc_on_dirty_write_proxies),
 		cmocka_unit_test(test_cache_enospc_on_promotion_proxies),

@@ -60,6 +60,64 @@ static void test_write_recency_levels(void **state)
 	}
 }
 
+/*
+ * write_miss = proxy (the default): an admitted write miss goes to base at
+ * once and the object is promoted afterwards, in the background, so the
+ * client's latency is one base write, not a whole-object copy.  With
+ * write_miss = promote the same write waits for the copy (Ceph before proxy
+ * write).  Virtual time with the hdd/ssd models makes the difference visible.
+ */
+static uint64_t timed_write_miss(enum tier_write_miss wm, struct tier_stats *after)
+{
+	struct tier_params p;
+	struct tier_devmodel_params hdd, ssd;
+	uint8_t b[4096], want[4096];
+
+	env_params(&p);
+	p.write_miss = wm;
+	p.object_size = 4ull << 20;          /* the real default: a 4 MiB copy */
+	p.target_max_bytes = 64 * p.object_size;
+	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
+	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
+	struct env *v = env_new_vt(&p, &hdd, &ssd, true);
+	uint64_t t0 = v->now_ns;
+
+	uint64_t off = 5 * p.object_size + 8192;
+
+	assert_int_equal(env_write(v, off, 4096, 77), 0);
+	uint64_t took = v->now_ns - t0;
+	env_pump(v);
+	*after = env_stats(v);
+	/* whichever way it went, the data is there and now served from cache */
+	assert_int_equal(env_io(v, TIER_REQ_READ, off, 4096, b, 0), 0);
+	fill(want, sizeof(want), 77);
+	assert_memory_equal(b, want, sizeof(want));
+	assert_int_equal(env_stats(v).read_hits, 1);
+	env_free(v);
+	return took;
+}
+
+static void test_write_miss_proxies_then_promotes(void **state)
+{
+	struct tier_stats sp, sw;
+	(void)state;
+
+	uint64_t t_proxy = timed_write_miss(TIER_WMISS_PROXY, &sp);
+	uint64_t t_wait = timed_write_miss(TIER_WMISS_PROMOTE, &sw);
+
+	/* proxy: one base write (5 ms + 4 KiB), promotion afterwards, object clean */
+	assert_int_equal(sp.proxy_writes, 1);
+	assert_int_equal(sp.promotions, 1);
+	assert_int_equal(sp.cached_objects, 1);
+	assert_int_equal(sp.dirty_objects, 0);
+	assert_true(t_proxy < 6000000ull);
+	/* promote: the write waited for read-4MiB-from-hdd + write-to-ssd */
+	assert_int_equal(sw.proxy_writes, 0);
+	assert_int_equal(sw.promotions, 1);
+	assert_int_equal(sw.dirty_objects, 1);
+	assert_true(t_wait > 4 * t_proxy);
+}
+
 static void test_recency_needs_consecutive_sets(void **state)
 {
 	struct tier_params p;
@@ -484,6 +542,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_write_recency_levels),
+		cmocka_unit_test(test_write_miss_proxies_then_promotes),
 		cmocka_unit_test(test_recency_needs_consecutive_sets),
 		cmocka_unit_test(test_read_recency_promotes_after_proxy),
 		cmocka_unit_test(test_mode_writeback),

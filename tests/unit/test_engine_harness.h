@@ -50,6 +50,11 @@ static inline void env_params(struct tier_params *p)
 	p->min_read_recency_for_promote = 0;
 	p->min_write_recency_for_promote = 0;
 	p->hit_set_period = 1000;
+	/*
+	 * Most tests want an admitted write miss to land in the cache at once
+	 * (object DIRTY); the default, proxy-then-promote, has its own tests.
+	 */
+	p->write_miss = TIER_WMISS_PROMOTE;
 }
 
 /* Virtual time: move the clock to the next store completion, if any. */
