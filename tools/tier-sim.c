@@ -58,6 +58,8 @@ struct sim_result {
 	double lat_mean_us, lat_p99_us;
 	struct opt_result opt_obj, opt_blk;
 	uint64_t cap_objects, cap_blocks;
+	uint64_t uniq_objects, uniq_blocks;   /* distinct ones touched over the whole run */
+	uint64_t peak_full_ppm;               /* highest full ratio seen (sampled) */
 	double wall_s;
 	char params[512];
 };
@@ -86,6 +88,7 @@ struct sim {
 	uint64_t n_lat, lat_sum;
 	uint64_t warm_t, object_size;
 	struct tier_stats warm_st;
+	uint64_t peak_full_ppm;
 	struct tier_store_stats warm_base, warm_cache;
 	bool warm_taken;
 	void *buf;
@@ -191,6 +194,16 @@ static void build_params(const struct sim_cfg *c, const char *policy, struct tie
 
 /* ---- the loop ---- */
 
+/* The cache may pass its target (extent growth, promotions in flight): watch it. */
+static void sample_full(struct sim *s)
+{
+	struct tier_stats st;
+
+	tier_engine_get_stats(s->eng, &st);
+	if (st.full_ratio_ppm > s->peak_full_ppm)
+		s->peak_full_ppm = st.full_ratio_ppm;
+}
+
 static void req_done(struct tier_request *req, int result)
 {
 	struct slot *sl = req->priv;
@@ -205,6 +218,8 @@ static void req_done(struct tier_request *req, int result)
 		s->lat_ns[s->n_lat++] = lat;
 		s->lat_sum += lat;
 	}
+	if (s->done % 64 == 0)
+		sample_full(s);
 }
 
 static bool trace_mode(const struct sim *s)
@@ -374,6 +389,24 @@ static void sub_store(struct tier_store_stats *a, const struct tier_store_stats 
 	}
 }
 
+/* Distinct values among ids[0..n) (sorts a copy). */
+static uint64_t count_distinct(const uint64_t *ids, uint64_t n)
+{
+	uint64_t *c, d = 0;
+
+	if (!n)
+		return 0;
+	c = malloc(n * sizeof(*c));
+	if (!c)
+		die("out of memory");
+	memcpy(c, ids, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_u64);
+	for (uint64_t i = 0; i < n; i++)
+		d += i == 0 || c[i] != c[i - 1];
+	free(c);
+	return d;
+}
+
 static void compute_opt(struct sim *s, struct sim_result *r)
 {
 	uint64_t n = s->issued, k = 0;
@@ -391,6 +424,8 @@ static void compute_opt(struct sim *s, struct sim_result *r)
 		s->blk_ids[k] = s->blk_ids[i];
 		k++;
 	}
+	r->uniq_objects = count_distinct(s->obj_ids, k);
+	r->uniq_blocks = count_distinct(s->blk_ids, k);
 	r->cap_objects = s->params.target_max_bytes / s->object_size;
 	r->cap_blocks = s->params.target_max_bytes / s->cfg->bs;
 	ret = opt_simulate(s->obj_ids, k, r->cap_objects, true, warm, &r->opt_obj);
@@ -494,6 +529,8 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	if (!s.warm_taken)
 		take_warm_snapshot(&s);
 
+	sample_full(&s);
+	r->peak_full_ppm = s.peak_full_ppm;
 	tier_engine_get_stats(s.eng, &r->st);
 	tier_store_get_stats(s.base, &r->base);
 	tier_store_get_stats(s.cache, &r->cache);
@@ -556,6 +593,9 @@ GETTER(hit, ratio(r->st.read_hits + r->st.write_hits,
 GETTER(opt_obj, r->opt_obj.accesses ? 1.0 - r->opt_obj.miss_ratio : 0.0)
 GETTER(opt_blk, r->opt_blk.accesses ? 1.0 - r->opt_blk.miss_ratio : 0.0)
 GETTER(cap_obj, r->cap_objects)
+GETTER(uniq_obj, r->uniq_objects)
+GETTER(uniq_blk, r->uniq_blocks)
+GETTER(touched, ratio(r->uniq_blocks, r->cap_blocks))
 GETTER(promo_b, ratio(r->st.promote_bytes, r->client_bytes))
 GETTER(flush_b, ratio(r->st.flush_bytes, r->client_bytes))
 GETTER(proxy_b, ratio(r->st.proxy_read_bytes + r->st.proxy_write_bytes, r->client_bytes))
@@ -569,6 +609,8 @@ GETTER(flushes, r->st.flushes)
 GETTER(evictions, r->st.evictions)
 GETTER(cached_obj, r->st.cached_objects)
 GETTER(dirty_obj, r->st.dirty_objects)
+GETTER(full_end, (double)r->st.full_ratio_ppm / 1e6)
+GETTER(full_peak, (double)r->peak_full_ppm / 1e6)
 GETTER(base_iops, r->t_ns ? (double)(r->base.ops[TIER_STORE_READ] + r->base.ops[TIER_STORE_WRITE]) /
 	((double)r->t_ns / 1e9) : 0.0)
 GETTER(wall, r->wall_s)
@@ -586,6 +628,9 @@ static const struct row rows[] = {
 	{ "OPT hit, objects", "opt_hit_object", F_PCT, get_opt_obj },
 	{ "OPT hit, blocks", "opt_hit_block", F_PCT, get_opt_blk },
 	{ "cache size, objects", "cache_objects", F_U64, get_cap_obj },
+	{ "objects touched", "objects_touched", F_U64, get_uniq_obj },
+	{ "blocks touched", "blocks_touched", F_U64, get_uniq_blk },
+	{ "touched blocks/cache", "touched_per_cache", F_X, get_touched },
 	{ "promoted B/client B", "promote_per_byte", F_X, get_promo_b },
 	{ "flushed B/client B", "flush_per_byte", F_X, get_flush_b },
 	{ "proxied B/client B", "proxy_per_byte", F_X, get_proxy_b },
@@ -598,6 +643,8 @@ static const struct row rows[] = {
 	{ "evictions", "evictions", F_U64, get_evictions },
 	{ "cached objects (end)", "cached_objects_end", F_U64, get_cached_obj },
 	{ "dirty objects (end)", "dirty_objects_end", F_U64, get_dirty_obj },
+	{ "full ratio (end)", "full_ratio_end", F_X, get_full_end },
+	{ "full ratio (peak)", "full_ratio_peak", F_X, get_full_peak },
 	{ "wall seconds", "wall_s", F_D3, get_wall },
 };
 

@@ -1,0 +1,247 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# bench-ceph.sh - one fio job, three ways, on one fresh single-node Ceph
+# (deploy/ceph-dev-cluster, memstore): 4 KiB randwrite, random_distribution=
+# zipf:1.1, at each queue depth of QDS, on one RBD image in pool `base`:
+#   a  fio ioengine=rbd on the base pool, no tier
+#   b  fio ioengine=rbd with Ceph's native writeback cache tier (pool `cache`
+#      as overlay of `base`), then the tier is flushed and removed
+#   c  fio ioengine=nbd through tierd (backend = rados) on the same pools
+#   d  as c with promote_granularity = extent (beyond Ceph; optional)
+# with the same tier settings for b, c and d.  Each run starts with an empty
+# cache.  Per run it records fio's JSON, `rados df -f json` before and after
+# (after `ceph tell osd.N flush_pg_stats`), and tierd's `perf dump`; it prints
+# a Markdown table (IOPS, p99 and max completion latency, bytes read from and
+# written to each pool during the run) to stdout and OUT/table.md.
+#
+# Usage: deploy/bench-ceph.sh [BUILD_DIR]      (default: build; a release build
+#        is the fair one: meson setup build-rel --buildtype=release)
+# Environment (defaults): RUNTIME=40 (s per run), QDS="16 1", SIZE=2G (image),
+#   TARGET=512M (target_max_bytes), HIT_SET_PERIOD=10, VARIANTS="a b c d",
+#   OUT=(a new /tmp/tierd-bench.XXXXXX, kept), CEPH_DEV_MEMSTORE_BYTES=5G.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-build}" && pwd)
+TIERD=$build/daemon/tierd
+TIERCTL=$build/tools/tierctl
+[ -x "$TIERD" ] && [ -x "$TIERCTL" ] || { echo "bench-ceph: no tierd/tierctl in $build" >&2; exit 2; }
+RUNTIME=${RUNTIME:-40}
+QDS=${QDS:-16 1}
+SIZE=${SIZE:-2G}
+TARGET=${TARGET:-512M}
+HIT_SET_PERIOD=${HIT_SET_PERIOD:-10}
+VARIANTS=${VARIANTS:-a b c d}
+OUT=${OUT:-$(mktemp -d /tmp/tierd-bench.XXXXXX)}
+export CEPH_DEV_MEMSTORE_BYTES=${CEPH_DEV_MEMSTORE_BYTES:-5G}
+mkdir -p "$OUT"
+DIR=$(mktemp -d /tmp/tierd-bench-cluster.XXXXXX)
+IMG=bench
+TPID=
+PY=python3
+
+log() { echo "[$(date +%T)] $*" >&2; }
+R() { local t=$1; shift; timeout -s KILL "$t" "$@"; }
+C() { R 120 ceph "$@" >>"$OUT/ceph-cli.log" 2>&1; }
+bytes() { numfmt --from=iec "$1"; }
+
+finish() {
+	[ -n "$TPID" ] && kill -KILL "$TPID" 2>/dev/null
+	"$root/deploy/ceph-dev-cluster" stop "$DIR" >/dev/null 2>&1 || true
+	rm -rf "$DIR"
+	log "results in $OUT"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+# the one fio job; extra args pick the engine
+fio_job() {
+	local qd=$1 tag=$2
+	shift 2
+	R $((RUNTIME + 120)) fio --name=zipf --rw=randwrite --bs=4k --iodepth="$qd" \
+		--random_distribution=zipf:1.1 --size="$SIZE" --randseed=1 \
+		--time_based --runtime="$RUNTIME" --output-format=json \
+		--output="$OUT/$tag.fio.json" "$@" >/dev/null
+}
+fio_rbd() { fio_job "$@" --ioengine=rbd --clientname=admin --pool=base --rbdname="$IMG"; }
+
+# df TAG: pool counters once the OSDs have reported their PG stats
+df_snap() {
+	C tell osd.0 flush_pg_stats >/dev/null 2>&1 || true
+	C tell osd.1 flush_pg_stats >/dev/null 2>&1 || true
+	sleep 3
+	R 60 rados df -f json >"$OUT/$1.df.json"
+}
+
+tier_conf() {   # tier_conf EXTRA-LINE...: tierd config for variants c, d
+	cat >"$OUT/tierd.conf" <<CFG
+[global]
+backend = rados
+listen = unix:$DIR/tierd.sock
+admin_socket = $DIR/tierd.asok
+log_level = info
+[rados]
+conf = $DIR/ceph.conf
+base_pool = base
+cache_pool = cache
+[tier]
+target_max_bytes = $TARGET
+cache_target_dirty_ratio = 0.4
+cache_target_dirty_high_ratio = 0.6
+cache_target_full_ratio = 0.8
+hit_set_type = bloom
+hit_set_count = 4
+hit_set_period = $HIT_SET_PERIOD
+min_read_recency_for_promote = 1
+min_write_recency_for_promote = 1
+CFG
+	printf '%s\n' "$@" >>"$OUT/tierd.conf"
+	printf '[image.%s]\nrbd_image = %s\n' "$IMG" "$IMG" >>"$OUT/tierd.conf"
+}
+
+tierd_start() {
+	"$TIERD" --config "$OUT/tierd.conf" 2>>"$OUT/tierd.log" &
+	TPID=$!
+	for _ in $(seq 1 300); do
+		R 10 nbdinfo --size "nbd+unix:///$IMG?socket=$DIR/tierd.sock" >/dev/null 2>&1 && return 0
+		kill -0 "$TPID" 2>/dev/null || { tail "$OUT/tierd.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "bench-ceph: tierd did not start" >&2
+	exit 1
+}
+tierd_stop() {
+	kill -TERM "$TPID"
+	wait "$TPID" || true
+	TPID=
+}
+
+native_tier_on() {
+	log "native tier: add cache as writeback overlay of base"
+	C osd tier add base cache
+	C osd tier cache-mode cache writeback
+	C osd tier set-overlay base cache
+	local kv
+	for kv in "hit_set_type bloom" "hit_set_count 4" "hit_set_period $HIT_SET_PERIOD" \
+		"target_max_bytes $(bytes "$TARGET")" "cache_target_dirty_ratio 0.4" \
+		"cache_target_dirty_high_ratio 0.6" "cache_target_full_ratio 0.8" \
+		"min_read_recency_for_promote 1" "min_write_recency_for_promote 1"; do
+		# shellcheck disable=SC2086
+		C osd pool set cache $kv
+	done
+}
+native_tier_off() {
+	log "native tier: flush, evict and remove"
+	C osd tier cache-mode cache proxy
+	C osd tier remove-overlay base
+	# `cache-mode none` refuses while the PG stats still count dirty objects
+	local i
+	for i in $(seq 1 10); do
+		R 600 rados -p cache cache-flush-evict-all >/dev/null 2>&1 || true
+		C tell osd.1 flush_pg_stats >/dev/null 2>&1 || true
+		sleep 2
+		C osd tier cache-mode cache none --yes-i-really-mean-it && break
+	done
+	C osd tier remove base cache
+}
+
+run() {   # run VARIANT QD
+	local v=$1 qd=$2 tag=$1-qd$2
+	log "run $tag (${RUNTIME}s)"
+	case $v in
+	a) df_snap "$tag.before"; fio_rbd "$qd" "$tag"; df_snap "$tag.after" ;;
+	b)
+		R 600 rados -p cache cache-flush-evict-all >/dev/null 2>&1 || true
+		df_snap "$tag.before"; fio_rbd "$qd" "$tag"; df_snap "$tag.after"
+		R 60 ceph df detail -f json >"$OUT/$tag.cephdf.json"
+		;;
+	c | d)
+		R 600 "$TIERCTL" --socket "$DIR/tierd.asok" evict --wait >/dev/null
+		R 30 "$TIERCTL" --socket "$DIR/tierd.asok" perf dump >"$OUT/$tag.perf.before.json"
+		df_snap "$tag.before"
+		fio_job "$qd" "$tag" --ioengine=nbd --uri="nbd+unix:///$IMG?socket=$DIR/tierd.sock"
+		R 30 "$TIERCTL" --socket "$DIR/tierd.asok" perf dump >"$OUT/$tag.perf.after.json"
+		df_snap "$tag.after"
+		;;
+	esac
+	echo "$tag" >>"$OUT/runs"
+}
+
+# ---- machine
+{
+	echo "date: $(date -u +%FT%TZ)"
+	echo "nproc: $(nproc)"
+	echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+	echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
+	echo "ceph: $(ceph --version | awk '{print $3}')"
+	echo "fio: $(fio --version)"
+	echo "loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "tierd: $build, buildtype $("$PY" -c 'import json,sys
+print(*[o["value"] for o in json.load(open(sys.argv[1])) if o["name"] in ("buildtype", "b_sanitize")])' \
+		"$build/meson-info/intro-buildoptions.json" 2>/dev/null)"
+} >"$OUT/machine.txt"
+: >"$OUT/runs"
+
+# ---- cluster and image
+log "starting a fresh cluster in $DIR (memstore ${CEPH_DEV_MEMSTORE_BYTES} per OSD)"
+"$root/deploy/ceph-dev-cluster" start "$DIR"
+eval "$("$root/deploy/ceph-dev-cluster" env "$DIR")"
+export CEPH_CONF
+R 60 rbd create --size "$SIZE" --image-feature layering "base/$IMG"
+log "prefilling base/$IMG ($SIZE)"
+R 600 fio --name=fill --ioengine=rbd --clientname=admin --pool=base --rbdname="$IMG" \
+	--rw=write --bs=4M --iodepth=4 --size="$SIZE" --output-format=terse >/dev/null
+
+for v in $VARIANTS; do
+	case $v in
+	a) for qd in $QDS; do run a "$qd"; done ;;
+	b) native_tier_on; for qd in $QDS; do run b "$qd"; done; native_tier_off ;;
+	c) tier_conf; tierd_start; for qd in $QDS; do run c "$qd"; done; tierd_stop ;;
+	d) tier_conf "promote_granularity = extent"; tierd_start
+	   for qd in $QDS; do run d "$qd"; done; tierd_stop ;;
+	esac
+done
+echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
+
+# ---- table
+"$PY" - "$OUT" <<'EOF' | tee "$OUT/table.md"
+import json, os, sys
+out = sys.argv[1]
+names = {"a": "a. rbd, no tier", "b": "b. rbd, Ceph native tier",
+         "c": "c. tierd (object)", "d": "d. tierd (extent)"}
+def load(p):
+    try:
+        return json.load(open(os.path.join(out, p)))
+    except (OSError, ValueError):
+        return None
+def pools(df):
+    return {p["name"]: p for p in df["pools"]} if df else {}
+def mib(b):
+    return "%.0f" % (b / 2**20)
+print("| run | QD | write IOPS | p99 ms | max ms | client MiB | base rd/wr MiB | cache rd/wr MiB | tierd promote/flush/proxy-wr MiB |")
+print("|---|---|---|---|---|---|---|---|---|")
+for tag in open(os.path.join(out, "runs")).read().split():
+    v, qd = tag.split("-qd")
+    f = load(tag + ".fio.json")
+    if not f:
+        continue
+    w = f["jobs"][0]["write"]
+    p99 = w["clat_ns"]["percentile"]["99.000000"] / 1e6
+    mx = w["clat_ns"]["max"] / 1e6
+    b, a = pools(load(tag + ".df.before.json")), pools(load(tag + ".df.after.json"))
+    def d(pool, k):
+        try:
+            return mib(a[pool][k] - b[pool][k])
+        except KeyError:
+            return "?"
+    t = "-"
+    pa, pb = load(tag + ".perf.after.json"), load(tag + ".perf.before.json")
+    if pa and pb:
+        ca, cb = pa["counters"], pb["counters"]
+        t = "/".join(mib(ca[k] - cb[k]) for k in ("promote_bytes", "flush_bytes", "proxy_write_bytes"))
+    print("| %s | %s | %.0f | %.1f | %.0f | %s | %s/%s | %s/%s | %s |" % (
+        names.get(v, v), qd, w["iops"], p99, mx, mib(w["io_bytes"]),
+        d("base", "read_bytes"), d("base", "write_bytes"),
+        d("cache", "read_bytes"), d("cache", "write_bytes"), t))
+EOF
