@@ -362,7 +362,7 @@ static int apply(struct tierd_config *c, const struct kdesc *d, void *base, cons
 	void *f = (char *)base + d->off;
 	char allowed[128];
 	uint64_t u = 0;
-	int b, r, i;
+	int b, r, i = 0;
 
 	switch (d->t) {
 	case T_BACKEND:

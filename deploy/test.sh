@@ -19,6 +19,12 @@ if [ ! -d "$build" ]; then
 		-Drados=enabled
 fi
 ninja -C "$build"
+# The optimiser warns differently without sanitizers (maybe-uninitialized):
+# compile a plain release build too, warnings as errors, not tested again.
+if [ ! -d "$build-release" ]; then
+	meson setup "$build-release" -Dwerror=true --buildtype=release >/dev/null
+fi
+ninja -C "$build-release" >/dev/null
 
 # ASan: report leaks and stop at the first error; UBSan: fail on any report.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
