@@ -66,12 +66,20 @@ fio_job() {
 }
 fio_rbd() { fio_job "$@" --ioengine=rbd --clientname=admin --pool=base --rbdname="$IMG"; }
 
-# df TAG: pool counters once the OSDs have reported their PG stats
+# df_snap TAG: pool counters (`rados df`) once the OSDs have reported their PG
+# stats, and the cache-tier counters of osd.1 (the OSD of pool cache, where
+# Ceph's tier agent runs: tier_promote, tier_flush, tier_evict, ...)
 df_snap() {
-	C tell osd.0 flush_pg_stats >/dev/null 2>&1 || true
-	C tell osd.1 flush_pg_stats >/dev/null 2>&1 || true
+	local i
+	C tell osd.0 flush_pg_stats || true
+	C tell osd.1 flush_pg_stats || true
 	sleep 3
-	R 60 rados df -f json >"$OUT/$1.df.json"
+	for i in $(seq 1 30); do
+		R 60 rados df -f json >"$OUT/$1.df.json"
+		grep -q '"name":"cache"' "$OUT/$1.df.json" && break
+		sleep 1
+	done
+	R 60 ceph tell osd.1 perf dump -f json >"$OUT/$1.osd1.json" 2>/dev/null || true
 }
 
 tier_conf() {   # tier_conf EXTRA-LINE...: tierd config for variants c, d
@@ -219,8 +227,8 @@ def pools(df):
     return {p["name"]: p for p in df["pools"]} if df else {}
 def mib(b):
     return "%.0f" % (b / 2**20)
-print("| run | QD | write IOPS | p99 ms | max ms | client MiB | base rd/wr MiB | cache rd/wr MiB | tierd promote/flush/proxy-wr MiB |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| run | QD | write IOPS | p99 ms | max ms | client MiB | base rd/wr MiB | cache rd/wr MiB | promote / flush / evict / proxy-write ops | promote / flush MiB |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for tag in open(os.path.join(out, "runs")).read().split():
     v, qd = tag.split("-qd")
     f = load(tag + ".fio.json")
@@ -229,19 +237,26 @@ for tag in open(os.path.join(out, "runs")).read().split():
     w = f["jobs"][0]["write"]
     p99 = w["clat_ns"]["percentile"]["99.000000"] / 1e6
     mx = w["clat_ns"]["max"] / 1e6
-    b, a = pools(load(tag + ".df.before.json")), pools(load(tag + ".df.after.json"))
+    b, a = pools(load(tag + ".before.df.json")), pools(load(tag + ".after.df.json"))
     def d(pool, k):
         try:
             return mib(a[pool][k] - b[pool][k])
         except KeyError:
             return "?"
-    t = "-"
+    ops, moved = "-", "-"
     pa, pb = load(tag + ".perf.after.json"), load(tag + ".perf.before.json")
-    if pa and pb:
+    oa, ob = load(tag + ".after.osd1.json"), load(tag + ".before.osd1.json")
+    if pa and pb:            # tierd's own counters
         ca, cb = pa["counters"], pb["counters"]
-        t = "/".join(mib(ca[k] - cb[k]) for k in ("promote_bytes", "flush_bytes", "proxy_write_bytes"))
-    print("| %s | %s | %.0f | %.1f | %.0f | %s | %s/%s | %s/%s | %s |" % (
+        ops = " / ".join(str(ca[k] - cb[k]) for k in ("promotions", "flushes", "evictions", "proxy_writes"))
+        moved = " / ".join(mib(ca[k] - cb[k]) for k in ("promote_bytes", "flush_bytes"))
+    elif v == "b" and oa and ob:   # Ceph's OSD counters: object counts only
+        ca, cb = oa["osd"], ob["osd"]
+        n = [ca[k] - cb[k] for k in ("tier_promote", "tier_flush", "tier_evict", "tier_proxy_write")]
+        ops = " / ".join(map(str, n))
+        moved = "~%d / ~%d" % (n[0] * 4, n[1] * 4)   # whole 4 MiB objects
+    print("| %s | %s | %.0f | %.1f | %.0f | %s | %s/%s | %s/%s | %s | %s |" % (
         names.get(v, v), qd, w["iops"], p99, mx, mib(w["io_bytes"]),
         d("base", "read_bytes"), d("base", "write_bytes"),
-        d("cache", "read_bytes"), d("cache", "write_bytes"), t))
+        d("cache", "read_bytes"), d("cache", "write_bytes"), ops, moved))
 EOF

@@ -24,7 +24,7 @@ ninja -C "$build"
 if [ ! -d "$build-release" ]; then
 	meson setup "$build-release" -Dwerror=true --buildtype=release >/dev/null
 fi
-ninja -C "$build-release" >/dev/null
+ninja -C "$build-release"
 
 # ASan: report leaks and stop at the first error; UBSan: fail on any report.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
