@@ -29,6 +29,7 @@
 #endif
 
 #include "daemon/admin.h"
+#include "daemon/prometheus.h"
 #include "daemon/config.h"
 #include "daemon/nbd.h"
 #include "tier/engine.h"
@@ -53,6 +54,7 @@ struct tierd {
 	struct tier_engine *engine;
 	struct nbd_server *nbd;
 	struct tierd_admin *admin;
+	struct tierd_prom *prom;
 	int lock_fd;
 	bool ready_sent, stopping, nbd_drained, finished;
 	int exit_code;
@@ -371,6 +373,8 @@ static void finish(struct tierd *d)
 	if (d->admin)
 		tierd_admin_stop(d->admin);
 	d->admin = NULL;
+	tierd_prom_stop(d->prom);
+	d->prom = NULL;
 	close_handle((uv_handle_t *)&d->cq_async);
 	close_handle((uv_handle_t *)&d->tick_timer);
 	close_handle((uv_handle_t *)&d->watchdog_timer);
@@ -650,6 +654,15 @@ static int start(struct tierd *d)
 			     strerror(-rc));
 			return rc;
 		}
+	}
+	if (c->prometheus && c->prometheus[0]) {
+		rc = tierd_prom_start(&d->loop, c->prometheus, hook_engine, d, &d->prom);
+		if (rc < 0) {
+			tlog(d, TIER_LOG_ERROR, "prometheus endpoint %s: %s", c->prometheus,
+			     strerror(-rc));
+			return rc;
+		}
+		tlog(d, TIER_LOG_INFO, "prometheus metrics on http://%s/metrics", c->prometheus);
 	}
 	start_handles(d);
 	schedule_tick(d);

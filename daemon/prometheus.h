@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/prometheus.h - an optional Prometheus text endpoint ([global]
+ * prometheus = HOST:PORT): any HTTP request on it gets the engine's counters
+ * in the text exposition format.  Runs on the daemon's libuv loop.
+ */
+#ifndef TIERD_PROMETHEUS_H
+#define TIERD_PROMETHEUS_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "tier/engine.h"
+
+struct tierd_prom;
+
+/* Listen on "HOST:PORT" (IPv4 or [IPv6]:PORT). -errno on failure. */
+int tierd_prom_start(uv_loop_t *loop, const char *addr,
+		     struct tier_engine *(*engine)(void *arg), void *arg,
+		     struct tierd_prom **out);
+/* Close the listener and connections; frees after the close callbacks. NULL ok. */
+void tierd_prom_stop(struct tierd_prom *p);
+/* The exposition text for e (malloc'd; caller frees). NULL on ENOMEM. */
+char *tierd_prom_render(struct tier_engine *e, size_t *len);
+
+#endif
