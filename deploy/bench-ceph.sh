@@ -70,11 +70,10 @@ fio_rbd() { fio_job "$@" --ioengine=rbd --clientname=admin --pool=base --rbdname
 # stats, and the cache-tier counters of osd.1 (the OSD of pool cache, where
 # Ceph's tier agent runs: tier_promote, tier_flush, tier_evict, ...)
 df_snap() {
-	local i
 	C tell osd.0 flush_pg_stats || true
 	C tell osd.1 flush_pg_stats || true
 	sleep 3
-	for i in $(seq 1 30); do
+	for _ in $(seq 1 30); do
 		R 60 rados df -f json >"$OUT/$1.df.json"
 		grep -q '"name":"cache"' "$OUT/$1.df.json" && break
 		sleep 1
@@ -144,8 +143,7 @@ native_tier_off() {
 	C osd tier cache-mode cache proxy
 	C osd tier remove-overlay base
 	# `cache-mode none` refuses while the PG stats still count dirty objects
-	local i
-	for i in $(seq 1 10); do
+	for _ in $(seq 1 10); do
 		R 600 rados -p cache cache-flush-evict-all >/dev/null 2>&1 || true
 		C tell osd.1 flush_pg_stats >/dev/null 2>&1 || true
 		sleep 2

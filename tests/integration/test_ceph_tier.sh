@@ -169,12 +169,11 @@ uri() { echo "nbd+unix:///disk?socket=$WORK/$1.sock"; }
 
 # start NAME: run tierd on $WORK/NAME.conf; sets TPID once it serves
 start() {
-	local i
 	rm -f "$WORK/$1.sock"
 	"$TIERD" --config "$WORK/$1.conf" 2>>"$WORK/$1.log" &
 	TPID=$!
 	PIDS="$PIDS $TPID"
-	for i in $(seq 1 300); do
+	for _ in $(seq 1 300); do
 		if [ -S "$WORK/$1.sock" ] && R 10 nbdinfo --size "$(uri "$1")" >/dev/null 2>&1; then
 			return 0
 		fi
@@ -337,6 +336,12 @@ fio_seq() {
 		--offset="$2" --size=16M --verify=crc32c --verify_fatal=1 --do_verify=1 \
 		--output-format=terse --terse-version=3 >"$WORK/fio-seq.out" 2>&1
 }
+# mix_conf IMAGE [LINE...]: recency 0, nothing for the agent to do
+mix_conf() {
+	write_conf mix "$1" "target_max_bytes = 256M" "cache_target_dirty_ratio = 0.9" \
+		"cache_target_dirty_high_ratio = 0.95" "hit_set_count = 8" \
+		"hit_set_period = 60s" "min_write_recency_for_promote = 0" "${@:2}"
+}
 objnos() { sed -n "s/^$1\.0*\([0-9a-f]\{1,\}\) .*/\1/p" | tr '\n' ' ' | sed 's/ $//'; }
 
 section_mix() {
@@ -364,12 +369,7 @@ section_mix() {
 
 	# recency 0, write_miss = promote: a write miss waits for the promotion
 	# and lands in the cache object; the base pool is not touched
-	mix_conf() {
-		write_conf mix "$img" "target_max_bytes = 256M" "cache_target_dirty_ratio = 0.9" \
-			"cache_target_dirty_high_ratio = 0.95" "hit_set_count = 8" \
-			"hit_set_period = 60s" "min_write_recency_for_promote = 0" "$@"
-	}
-	mix_conf "write_miss = promote"
+	mix_conf "$img" "write_miss = promote"
 	start mix
 	fio_seq mix 32M && ok "16 MiB written at offset 32M (recency 0, write_miss promote)" ||
 		bad "fio seq write failed"
@@ -384,13 +384,12 @@ section_mix() {
 	# recency 0, write_miss = proxy (the default): the first write to an
 	# object goes to base, the object is promoted behind it, later writes
 	# land in the cache object
-	mix_conf
+	mix_conf "$img"
 	start mix
 	MIX_PID=$TPID
 	fio_seq mix 48M && ok "16 MiB written at offset 48M (recency 0, write_miss proxy)" ||
 		bad "fio seq write failed"
-	local i
-	for i in $(seq 1 50); do
+	for _ in $(seq 1 50); do
 		got=$(H ls cache "$pre." | objnos "$pre")
 		[ "$got" = "8 9 a b c d e f" ] && break
 		sleep 0.2
@@ -447,8 +446,8 @@ section_agent() {
 	[ -n "${max:-}" ] && [ "$max" -le $((target + SLACK)) ] &&
 		ok "while writing: at most $((max >> 20)) MiB in $n objects in the cache pool (target 16 MiB + slack $((SLACK >> 20)) MiB)" ||
 		bad "while writing the cache pool held ${max:-?} bytes (> target + slack)"
-	local i cb=0
-	for i in $(seq 1 60); do
+	local cb=0
+	for _ in $(seq 1 60); do
 		cb=$(H ls cache "$pre." | awk '{s += $2} END {print s + 0}')
 		[ "$cb" -le "$target" ] && break
 		sleep 0.5

@@ -1,0 +1,101 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Coverage-guided fuzzing of tierd's decoders with clang's libFuzzer.
+#
+# Usage: tests/fuzz/run-libfuzzer.sh [SECONDS] [TARGET...]
+#   SECONDS  run time per target (default 60)
+#   TARGET   meta hitset params config trace nbd (default: all)
+# Env:
+#   FUZZ_BUILD=DIR          build directory (default build-libfuzzer)
+#   FUZZ_UPDATE_CORPUS=1    merge what was found, minimised, into
+#                           tests/fuzz/corpus/<target>/ (review, then commit)
+#
+# Needs clang with the libFuzzer runtime.  On Debian 12:
+#   apt-get install clang libclang-rt-14-dev
+# (deploy/install-deps.sh does not install them: CI runs the corpora
+# through the gcc build instead, as the unit tests fuzz_<target>).
+# Crashes land in $FUZZ_BUILD/fuzz-artifacts/<target>/; reproduce one with
+#   $FUZZ_BUILD/tests/fuzz/fuzz_<target> FILE
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${FUZZ_BUILD:-$top/build-libfuzzer}
+secs=${1:-60}
+[ $# -gt 0 ] && shift
+targets=${*:-meta hitset params config trace nbd}
+
+if ! command -v clang >/dev/null 2>&1; then
+	echo "run-libfuzzer: clang not found (apt-get install clang libclang-rt-14-dev)" >&2
+	exit 2
+fi
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+	>"$probe/p.c"
+if ! clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>"$probe/err"; then
+	echo "run-libfuzzer: clang has no libFuzzer runtime (apt-get install libclang-rt-14-dev):" >&2
+	cat "$probe/err" >&2
+	exit 2
+fi
+
+if [ ! -d "$build" ]; then
+	CC=clang meson setup "$build" "$top" -Db_sanitize=address,undefined \
+		-Db_lundef=false -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined' \
+		-Dtests=disabled -Drados=disabled -Dtools=disabled -Dsystemd=disabled
+fi
+exes=""
+for t in $targets; do
+	exes="$exes tests/fuzz/fuzz_$t"
+done
+# shellcheck disable=SC2086
+ninja -C "$build" $exes
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+summary="$build/fuzz-summary.txt"
+: >"$summary"
+status=0
+for t in $targets; do
+	exe="$build/tests/fuzz/fuzz_$t"
+	seeds="$top/tests/fuzz/corpus/$t"
+	work="$build/fuzz-corpus/$t"
+	art="$build/fuzz-artifacts/$t"
+	log="$build/fuzz-$t.log"
+	mkdir -p "$work" "$art"
+	dict=""
+	[ -f "$top/tests/fuzz/$t.dict" ] && dict="-dict=$top/tests/fuzz/$t.dict"
+	echo "== fuzz_$t: ${secs}s, log $log"
+	rc=0
+	# shellcheck disable=SC2086
+	"$exe" $dict -max_total_time="$secs" -print_final_stats=1 \
+		-artifact_prefix="$art/" "$work" "$seeds" >"$log" 2>&1 || rc=$?
+	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+	cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
+	crashes=$(find "$art" -type f | wc -l)
+	line="fuzz_$t: ${secs}s runs=${runs:-?} exec/s=${eps:-?} ${cov:-cov: ?} artifacts=$crashes rc=$rc"
+	echo "$line" | tee -a "$summary"
+	if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+		status=1
+		grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log" | head -20 || true
+	fi
+	if [ "${FUZZ_UPDATE_CORPUS:-0}" = 1 ]; then
+		merged="$build/fuzz-merged/$t"
+		rm -rf "$merged"
+		mkdir -p "$merged"
+		# seeds first: merge keeps them and adds only inputs with new coverage
+		"$exe" -merge=1 "$merged" "$seeds" "$work" >"$build/fuzz-merge-$t.log" 2>&1
+		new=0
+		for f in "$merged"/*; do
+			[ -f "$f" ] || continue
+			b=$(basename "$f")
+			if ! cmp -s "$f" "$seeds/$b" 2>/dev/null && \
+			   ! find "$seeds" -type f -exec cmp -s "$f" {} \; -print | grep -q .; then
+				cp "$f" "$seeds/$b"
+				new=$((new + 1))
+			fi
+		done
+		echo "   corpus: $new new input(s) added to tests/fuzz/corpus/$t" | tee -a "$summary"
+	fi
+done
+echo "summary in $summary"
+exit $status
