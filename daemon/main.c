@@ -540,6 +540,13 @@ static struct tier_engine *hook_engine(void *arg)
 	return ((struct tierd *)arg)->engine;
 }
 
+static struct tier_store *hook_store(void *arg, int which)
+{
+	struct tierd *d = arg;
+
+	return which ? d->cache : d->base;
+}
+
 static const struct tierd_config *hook_config(void *arg)
 {
 	return ((struct tierd *)arg)->cfg;
@@ -615,6 +622,7 @@ static int start(struct tierd *d)
 	struct tierd_admin_hooks hooks = {
 		.arg = d, .engine = hook_engine, .config = hook_config,
 		.reload = hook_reload, .set_params = hook_set_params,
+		.store = hook_store,
 	};
 	const struct tierd_config *c = d->cfg;
 	size_t i;

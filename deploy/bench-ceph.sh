@@ -8,8 +8,11 @@
 #   b  fio ioengine=rbd with Ceph's native writeback cache tier (pool `cache`
 #      as overlay of `base`), then the tier is flushed and removed
 #   c  fio ioengine=nbd through tierd (backend = rados) on the same pools
-#   d  as c with promote_granularity = extent (beyond Ceph; optional)
-# with the same tier settings for b, c and d.  Each run starts with an empty
+#   d  as c with promote_granularity = extent (beyond Ceph)
+#   e  as c without a promotion throttle (tierd's default, unlike Ceph's)
+# with the same tier settings for b, c, d and e: target, ratios, hitsets,
+# recency, and for c and d the promotion throttle of Ceph's OSDs
+# (osd_tier_promote_max_bytes_sec / _objects_sec, read from the cluster).  Each run starts with an empty
 # cache.  Per run it records fio's JSON, `rados df -f json` before and after
 # (after `ceph tell osd.N flush_pg_stats`), and tierd's `perf dump`; it prints
 # a Markdown table (IOPS, p99 and max completion latency, bytes read from and
@@ -18,7 +21,7 @@
 # Usage: deploy/bench-ceph.sh [BUILD_DIR]      (default: build; a release build
 #        is the fair one: meson setup build-rel --buildtype=release)
 # Environment (defaults): RUNTIME=40 (s per run), QDS="16 1", SIZE=2G (image),
-#   TARGET=512M (target_max_bytes), HIT_SET_PERIOD=10, VARIANTS="a b c d",
+#   TARGET=512M (target_max_bytes), HIT_SET_PERIOD=10, VARIANTS="a b c d e",
 #   OUT=(a new /tmp/tierd-bench.XXXXXX, kept), CEPH_DEV_MEMSTORE_BYTES=5G.
 set -euo pipefail
 
@@ -32,7 +35,7 @@ QDS=${QDS:-16 1}
 SIZE=${SIZE:-2G}
 TARGET=${TARGET:-512M}
 HIT_SET_PERIOD=${HIT_SET_PERIOD:-10}
-VARIANTS=${VARIANTS:-a b c d}
+VARIANTS=${VARIANTS:-a b c d e}
 OUT=${OUT:-$(mktemp -d /tmp/tierd-bench.XXXXXX)}
 export CEPH_DEV_MEMSTORE_BYTES=${CEPH_DEV_MEMSTORE_BYTES:-5G}
 mkdir -p "$OUT"
@@ -162,7 +165,7 @@ run() {   # run VARIANT QD
 		df_snap "$tag.before"; fio_rbd "$qd" "$tag"; df_snap "$tag.after"
 		R 60 ceph df detail -f json >"$OUT/$tag.cephdf.json"
 		;;
-	c | d)
+	c | d | e)
 		R 600 "$TIERCTL" --socket "$DIR/tierd.asok" evict --wait >/dev/null
 		R 30 "$TIERCTL" --socket "$DIR/tierd.asok" perf dump >"$OUT/$tag.perf.before.json"
 		df_snap "$tag.before"
@@ -199,13 +202,22 @@ log "prefilling base/$IMG ($SIZE)"
 R 600 fio --name=fill --ioengine=rbd --clientname=admin --pool=base --rbdname="$IMG" \
 	--rw=write --bs=4M --iodepth=4 --size="$SIZE" --output-format=terse >/dev/null
 
+# tierd gets the promotion throttle Ceph's OSDs apply by default
+pmb=$(R 60 ceph config get osd osd_tier_promote_max_bytes_sec)
+pmo=$(R 60 ceph config get osd osd_tier_promote_max_objects_sec)
+throttle="promote_max_bytes_sec = $pmb
+promote_max_objects_sec = $pmo"
+echo "ceph promote throttle: osd_tier_promote_max_bytes_sec $pmb, osd_tier_promote_max_objects_sec $pmo" \
+	>>"$OUT/machine.txt"
+
 for v in $VARIANTS; do
 	case $v in
 	a) for qd in $QDS; do run a "$qd"; done ;;
 	b) native_tier_on; for qd in $QDS; do run b "$qd"; done; native_tier_off ;;
-	c) tier_conf; tierd_start; for qd in $QDS; do run c "$qd"; done; tierd_stop ;;
-	d) tier_conf "promote_granularity = extent"; tierd_start
+	c) tier_conf "$throttle"; tierd_start; for qd in $QDS; do run c "$qd"; done; tierd_stop ;;
+	d) tier_conf "$throttle" "promote_granularity = extent"; tierd_start
 	   for qd in $QDS; do run d "$qd"; done; tierd_stop ;;
+	e) tier_conf; tierd_start; for qd in $QDS; do run e "$qd"; done; tierd_stop ;;
 	esac
 done
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
@@ -215,7 +227,8 @@ echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
 import json, os, sys
 out = sys.argv[1]
 names = {"a": "a. rbd, no tier", "b": "b. rbd, Ceph native tier",
-         "c": "c. tierd (object)", "d": "d. tierd (extent)"}
+         "c": "c. tierd, object", "d": "d. tierd, extent",
+         "e": "e. tierd, object, no throttle"}
 def load(p):
     try:
         return json.load(open(os.path.join(out, p)))
@@ -225,8 +238,8 @@ def pools(df):
     return {p["name"]: p for p in df["pools"]} if df else {}
 def mib(b):
     return "%.0f" % (b / 2**20)
-print("| run | QD | write IOPS | p99 ms | max ms | client MiB | base rd/wr MiB | cache rd/wr MiB | promote / flush / evict / proxy-write ops | promote / flush MiB |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| run | QD | write IOPS | p99 ms | max ms | client MiB | base rd/wr MiB | cache rd/wr MiB | promote / flush / evict / proxy-write ops | promote / flush MiB | dirty at end |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for tag in open(os.path.join(out, "runs")).read().split():
     v, qd = tag.split("-qd")
     f = load(tag + ".fio.json")
@@ -241,20 +254,25 @@ for tag in open(os.path.join(out, "runs")).read().split():
             return mib(a[pool][k] - b[pool][k])
         except KeyError:
             return "?"
-    ops, moved = "-", "-"
+    ops, moved, dirty = "-", "-", "-"
     pa, pb = load(tag + ".perf.after.json"), load(tag + ".perf.before.json")
     oa, ob = load(tag + ".after.osd1.json"), load(tag + ".before.osd1.json")
     if pa and pb:            # tierd's own counters
         ca, cb = pa["counters"], pb["counters"]
         ops = " / ".join(str(ca[k] - cb[k]) for k in ("promotions", "flushes", "evictions", "proxy_writes"))
         moved = " / ".join(mib(ca[k] - cb[k]) for k in ("promote_bytes", "flush_bytes"))
+        dirty = mib(pa["gauges"]["dirty_bytes"]) + " MiB"
     elif v == "b" and oa and ob:   # Ceph's OSD counters: object counts only
         ca, cb = oa["osd"], ob["osd"]
-        n = [ca[k] - cb[k] for k in ("tier_promote", "tier_flush", "tier_evict", "tier_proxy_write")]
+        # the agent flushes with try-flush: tier_clean counts objects made clean
+        n = [ca[k] - cb[k] for k in ("tier_promote", "tier_clean", "tier_evict", "tier_proxy_write")]
         ops = " / ".join(map(str, n))
         moved = "~%d / ~%d" % (n[0] * 4, n[1] * 4)   # whole 4 MiB objects
-    print("| %s | %s | %.0f | %.1f | %.0f | %s | %s/%s | %s/%s | %s | %s |" % (
+        cd = load(tag + ".cephdf.json")
+        if cd:
+            dirty = "%d objects" % [p for p in cd["pools"] if p["name"] == "cache"][0]["stats"]["dirty"]
+    print("| %s | %s | %.0f | %.1f | %.0f | %s | %s/%s | %s/%s | %s | %s | %s |" % (
         names.get(v, v), qd, w["iops"], p99, mx, mib(w["io_bytes"]),
         d("base", "read_bytes"), d("base", "write_bytes"),
-        d("cache", "read_bytes"), d("cache", "write_bytes"), ops, moved))
+        d("cache", "read_bytes"), d("cache", "write_bytes"), ops, moved, dirty))
 EOF

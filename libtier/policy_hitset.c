@@ -4,7 +4,11 @@
  * temperature (agent_estimate_temp over the HitSets) applied to a window
  * taken from the cold end of an LRU of the cached objects.  It decides which
  * cached objects the agent should flush or evict first: lowest temperature
- * first, the least recently used first among equals.  Unlike Ceph's
+ * first; among equal temperatures the key with fewer hits while cached
+ * (a 4-bit count, halved every 4 hits per cached object) first, then the
+ * least recently used.  The hit count matters because hitsets only record
+ * membership: with a long hit_set_period every cached object is "in the
+ * current set" and temperature ties (tier-sim, docs/BENCHMARKS.md).  Unlike Ceph's
  * agent_maybe_evict it never compares against a histogram of all objects,
  * so the hottest objects can never be chosen ahead of colder ones in the
  * window.  It never removes a key by itself and never touches the store.
@@ -19,9 +23,20 @@
 /* Candidates examined per requested key: a wider window finds colder keys. */
 #define HP_WINDOW_FACTOR 8u
 
+/* Hits are counted up to this; all counts halve every HP_AGE_EVERY accesses x capacity. */
+#define HP_FREQ_MAX 15u
+#define HP_AGE_EVERY 4u
+
+struct hp_node {
+	struct tier__knode n;
+	uint32_t freq;           /* hits while cached, aged */
+	uint32_t epoch;          /* aging epoch freq was last brought up to date in */
+};
+
 struct hp_cand {
 	uint64_t key;
 	uint32_t temp;
+	uint32_t freq;
 	uint32_t age;            /* 0 = least recently used */
 };
 
@@ -29,8 +44,10 @@ struct hp_policy {
 	struct tier__policy base;
 	const struct tier__hitsets *hs;
 	const struct tier_params *prm;
-	struct tier__kpool pool;     /* nodes are bare tier__knode */
+	struct tier__kpool pool;     /* nodes are struct hp_node */
 	struct tier__klist lru;      /* head = most recently used */
+	uint64_t accesses;           /* since the current aging epoch began */
+	uint32_t epoch;
 	struct hp_cand *scratch;
 	size_t scratch_cap;
 };
@@ -49,6 +66,21 @@ static void hp_destroy(struct tier__policy *p)
 	free(hp);
 }
 
+static struct hp_node *hp_node(const struct hp_policy *hp, uint32_t idx)
+{
+	return (struct hp_node *)(void *)tier__kpool_node(&hp->pool, idx);
+}
+
+/* The node's hit count with the halvings of the epochs it missed applied. */
+static uint32_t hp_freq(const struct hp_policy *hp, struct hp_node *n)
+{
+	uint32_t gap = hp->epoch - n->epoch;
+
+	n->freq = gap >= 32 ? 0 : n->freq >> gap;
+	n->epoch = hp->epoch;
+	return n->freq;
+}
+
 static void hp_insert(struct tier__policy *p, uint64_t key, uint64_t now_ms)
 {
 	struct hp_policy *hp = hp_of(p);
@@ -59,6 +91,8 @@ static void hp_insert(struct tier__policy *p, uint64_t key, uint64_t now_ms)
 		tier__klist_unlink(&hp->pool, &hp->lru, idx);
 	} else if (tier__kpool_add(&hp->pool, key, &idx) < 0) {
 		return;   /* out of memory: the key stays untracked */
+	} else {
+		hp_node(hp, idx)->epoch = hp->epoch;   /* freq 0: the pool zeroed it */
 	}
 	tier__klist_push_head(&hp->pool, &hp->lru, idx);
 }
@@ -67,10 +101,19 @@ static void hp_access(struct tier__policy *p, uint64_t key, uint64_t now_ms)
 {
 	struct hp_policy *hp = hp_of(p);
 	uint32_t idx = tier__kpool_find(&hp->pool, key);
+	struct hp_node *n;
 
 	(void)now_ms;
 	if (idx == TIER__KNIL)
 		return;
+	n = hp_node(hp, idx);
+	if (hp_freq(hp, n) < HP_FREQ_MAX)
+		n->freq++;
+	/* age: halve every count once the cache saw HP_AGE_EVERY hits per object */
+	if (++hp->accesses >= (uint64_t)HP_AGE_EVERY * (hp->lru.count ? hp->lru.count : 1)) {
+		hp->epoch++;
+		hp->accesses = 0;
+	}
 	tier__klist_unlink(&hp->pool, &hp->lru, idx);
 	tier__klist_push_head(&hp->pool, &hp->lru, idx);
 }
@@ -92,6 +135,8 @@ static int cand_cmp(const void *a, const void *b)
 
 	if (x->temp != y->temp)
 		return x->temp < y->temp ? -1 : 1;
+	if (x->freq != y->freq)
+		return x->freq < y->freq ? -1 : 1;
 	return x->age < y->age ? -1 : x->age > y->age;
 }
 
@@ -122,14 +167,15 @@ static size_t hp_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 	decay = (unsigned)hp->prm->hit_set_grade_decay_rate;
 	last_n = (unsigned)hp->prm->hit_set_search_last_n;
 	for (idx = hp->lru.tail; idx != TIER__KNIL && n < window;) {
-		const struct tier__knode *node = tier__kpool_node(&hp->pool, idx);
-		uint64_t key = node->key;
+		struct hp_node *node = hp_node(hp, idx);
+		uint64_t key = node->n.key;
 
-		idx = node->prev;
+		idx = node->n.prev;
 		if (want && !want(arg, key))
 			continue;
 		hp->scratch[n].key = key;
 		hp->scratch[n].temp = tier__hitsets_temperature(hp->hs, key, decay, last_n);
+		hp->scratch[n].freq = hp_freq(hp, node);
 		hp->scratch[n].age = (uint32_t)n;
 		n++;
 	}
@@ -166,7 +212,7 @@ int tier__policy_hitset_create(const struct tier__hitsets *hs, const struct tier
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = tier__kpool_init(&hp->pool, sizeof(struct tier__knode), 1024);
+	rc = tier__kpool_init(&hp->pool, sizeof(struct hp_node), 1024);
 	if (rc < 0)
 		goto out;
 	hp->base.ops = &hp_ops;

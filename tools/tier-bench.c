@@ -626,7 +626,7 @@ static void print_table(const struct cfg *c, const struct run *runs, size_t n)
 {
 	printf("tier-bench%s%s: %s %s bs %" PRIu64 "%s over %" PRIu64 " MiB\n",
 	       c->label ? " " : "", c->label ? c->label : "",
-	       c->trace_path ? c->trace_path : c->dist_s, c->trace_path ? "" : c->rw_s,
+	       c->trace_path ? c->trace_path : c->dist_s, c->trace_path ? "trace" : c->rw_s,
 	       c->bs, c->verify ? " verify" : "", c->size >> 20);
 	printf("%-22s", "QD");
 	for (size_t i = 0; i < n; i++)
@@ -737,9 +737,11 @@ static void write_json(const struct cfg *c, const struct run *runs, size_t n)
 		if (r->c1.ok) {
 			fprintf(f, ",\"tierd_delta\":{");
 			for (int k = 0; k < CTR_MAX; k++)
-				fprintf(f, "%s\"%s\":%.0f", k ? "," : "", ctr_names[k],
-					delta(r, (enum ctr_id)k));
-			fprintf(f, "}");
+				if (k != CTR_cached_bytes && k != CTR_dirty_bytes)
+					fprintf(f, "%s\"%s\":%.0f", k ? "," : "", ctr_names[k],
+						delta(r, (enum ctr_id)k));
+			fprintf(f, "},\"tierd_end\":{\"cached_bytes\":%.0f,\"dirty_bytes\":%.0f}",
+				r->c1.v[CTR_cached_bytes], r->c1.v[CTR_dirty_bytes]);
 		}
 		fprintf(f, "}");
 	}

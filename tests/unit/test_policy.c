@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_policy.c - eviction orders.  hitset: coldest by Ceph temperature over
- * an LRU window, ties by LRU age, the window bound, want() filtering, live
+ * an LRU window, ties by aged hit count then LRU age, the window bound, want() filtering, live
  * parameters.  s3fifo: one-hit wonders go first, objects hit in the small
  * queue move to main and survive, main is a CLOCK, ghosts admit straight to
  * main and are bounded, coldest() names without removing.  Both: insert and
@@ -134,6 +134,31 @@ static void test_hitset_lower_temperature_first(void **state)
 	assert_int_equal(coldest(f->p, got, 6), 6);
 	assert_int_equal(got[0], 3);   /* 3, 4 now tie with 5, 6: LRU age decides */
 	assert_int_equal(got[1], 4);
+	hfix_free(f);
+}
+
+static void test_hitset_ties_go_to_the_less_hit_key_and_hits_age(void **state)
+{
+	struct fix *f = hfix();
+	uint64_t got[4];
+	const uint64_t fewer_hits_first[] = { 2, 1 }, aged_back_to_lru[] = { 1, 2 };
+	uint64_t skip3[] = { 3, 0 };
+
+	(void)state;
+	P_INSERT(f->p, 1);
+	P_INSERT(f->p, 2);
+	for (int i = 0; i < 3; i++)
+		P_ACCESS(f->p, 1);
+	for (int i = 0; i < 2; i++)
+		P_ACCESS(f->p, 2);
+	/* same temperature; 1 is least recently used but was hit 3 times, 2 twice */
+	assert_keys(got, coldest(f->p, got, 4), fewer_hits_first, 2);
+	/* 19 hits on 3 (threshold 4 hits x 3 keys) age every count twice: 3>>2 = 2>>2 = 0 */
+	P_INSERT(f->p, 3);
+	for (int i = 0; i < 19; i++)
+		P_ACCESS(f->p, 3);
+	assert_keys(got, f->p->ops->coldest(f->p, got, 4, want_not_listed, skip3),
+		    aged_back_to_lru, 2);
 	hfix_free(f);
 }
 
@@ -497,6 +522,7 @@ int main(void)
 		cmocka_unit_test(test_dispatch_creates_named_policy),
 		cmocka_unit_test(test_hitset_cold_keys_come_in_lru_order),
 		cmocka_unit_test(test_hitset_lower_temperature_first),
+		cmocka_unit_test(test_hitset_ties_go_to_the_less_hit_key_and_hits_age),
 		cmocka_unit_test(test_hitset_window_is_bounded),
 		cmocka_unit_test(test_hitset_want_filters_and_window_counts_wanted),
 		cmocka_unit_test(test_hitset_insert_remove_idempotent),
