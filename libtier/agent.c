@@ -4,12 +4,14 @@
  * (idle/low/high from the dirty ratio) and the evict mode (idle/some/full
  * from the full ratio) with hysteresis, the evict effort, and which objects
  * to act on: the coldest first as the eviction policy ranks them, honouring
- * cache_min_flush_age / cache_min_evict_age except in full mode.  It bounds
+ * cache_min_flush_age / cache_min_evict_age except in full mode, and
+ * skipping for a while an object written during its last flush.  It bounds
  * its own ops (agent_max_low_ops / agent_max_ops) and backs off flushing
  * when base latency climbs, so it never starves client I/O on the base
  * pool.  It only starts jobs; it must never block or touch the store.
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "libtier/engine_int.h"
 
@@ -30,19 +32,76 @@ double tier__dirty_ratio(const struct tier_engine *e)
 	return r;
 }
 
-/* Promotions in flight count as cached: they are admitted already. */
-double tier__full_ratio(const struct tier_engine *e)
+/*
+ * Promotions in flight and reservations (queued promotions, new extents
+ * being written) count as cached: they are admitted already.
+ */
+double tier__full_ratio_less(const struct tier_engine *e, uint64_t bytes, uint64_t objs)
 {
+	uint64_t b = e->cached_bytes + e->promoting_bytes + e->resv_bytes - bytes;
+	uint64_t n = e->n_cached + e->n_promoting + e->n_resv - objs;
 	double r = 0.0;
 
 	if (e->p.target_max_bytes)
-		r = (double)(e->cached_bytes + e->promoting_bytes) / (double)e->p.target_max_bytes;
+		r = (double)b / (double)e->p.target_max_bytes;
 	if (e->p.target_max_objects) {
-		double ro = (double)(e->n_cached + e->n_promoting) / (double)e->p.target_max_objects;
+		double ro = (double)n / (double)e->p.target_max_objects;
 		if (ro > r)
 			r = ro;
 	}
 	return r;
+}
+
+double tier__full_ratio(const struct tier_engine *e)
+{
+	return tier__full_ratio_less(e, 0, 0);
+}
+
+/*
+ * A flush that a cache write overlapped cleaned only what was not written
+ * again (extent mode) or nothing (object mode).  The object is hot: flushing
+ * it again at once would mostly repeat the overlap, so the agent leaves it
+ * until until_ms has passed and a tick came, and flushes the next coldest.
+ */
+void tier__agent_cool(struct tier_engine *e, struct tier__obj *o, uint64_t until_ms)
+{
+	if (o->flags & TIER__OF_HOT) {
+		for (size_t i = 0; i < e->n_hot; i++)
+			if (e->hot[i].key == o->key && e->hot[i].until_ms < until_ms)
+				e->hot[i].until_ms = until_ms;
+		return;
+	}
+	if (e->n_hot == e->cap_hot) {
+		size_t nc = e->cap_hot ? 2 * e->cap_hot : 16;
+		struct tier__hot *n = realloc(e->hot, nc * sizeof(*n));
+		if (!n)
+			return;   /* untracked: the agent may pick it again, as before */
+		e->hot = n;
+		e->cap_hot = nc;
+	}
+	e->hot[e->n_hot].key = o->key;
+	e->hot[e->n_hot].until_ms = until_ms;
+	e->n_hot++;
+	o->flags |= TIER__OF_HOT;
+}
+
+void tier__agent_hot_expire(struct tier_engine *e)
+{
+	uint64_t now = tier__eng_now_ms(e);
+	size_t w = 0;
+
+	for (size_t i = 0; i < e->n_hot; i++) {
+		struct tier__obj *o;
+
+		if (e->hot[i].until_ms > now) {
+			e->hot[w++] = e->hot[i];
+			continue;
+		}
+		o = tier__obj_find(e, e->hot[i].key);
+		if (o)
+			o->flags &= (uint16_t)~TIER__OF_HOT;
+	}
+	e->n_hot = w;
 }
 
 void tier__agent_modes(struct tier_engine *e)
@@ -111,7 +170,8 @@ static bool want_flush(void *arg, uint64_t key)
 
 	if (!o || o->state != TIER__DIRTY || !want_common(a, o))
 		return false;
-	if (o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL | TIER__OF_PROMOTING | TIER__OF_EVICTING))
+	if (o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL | TIER__OF_PROMOTING | TIER__OF_EVICTING |
+			TIER__OF_HOT))
 		return false;
 	return a->ignore_age || a->now_ms - o->mtime_ms >= a->e->p.cache_min_flush_age;
 }

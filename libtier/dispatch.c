@@ -50,6 +50,7 @@ struct tier__ext *tier__ext_alloc(struct tier_engine *e)
 
 void tier__ext_free(struct tier_engine *e, struct tier__ext *x)
 {
+	tier__resv_put(e, x);
 	free(x->bounce);
 	x->bounce = NULL;
 	x->next = e->free_ext;
@@ -268,7 +269,8 @@ static bool range_any_valid(const struct tier_engine *e, const struct tier__obj 
 
 /*
  * Queue a background promotion behind the extents already queued on o: it
- * starts once they are done, so it copies base as they left it.
+ * starts once they are done, so it copies base as they left it.  It was
+ * admitted, so it holds a reservation against the target until it starts.
  */
 static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct tier_image *img)
 {
@@ -279,6 +281,7 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 	h->img = img;
 	h->obj = o;
 	h->type = TIER_REQ_CACHE;
+	tier__resv_take(e, h, o->len, true);
 	o->flags |= TIER__OF_PQUEUED;
 	e->exts_inflight++;
 	q_push_tail(o, h);
@@ -408,6 +411,20 @@ static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ex
 	submit_or_fail(e, e->cache, x);
 }
 
+/* Bytes of the extents fe..le not yet valid in o: what a cache write adds. */
+static uint64_t new_extent_bytes(const struct tier_engine *e, const struct tier__obj *o,
+				 uint64_t fe, uint64_t le)
+{
+	uint64_t es = e->p.extent_size, b = 0;
+
+	for (uint64_t i = fe; i <= le; i++) {
+		uint64_t end = (i + 1) * es < o->len ? (i + 1) * es : o->len;
+		if (!tier__bit(o->bits, i) && i * es < end)
+			b += end - i * es;
+	}
+	return b;
+}
+
 static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	uint64_t es = e->p.extent_size;
@@ -417,11 +434,15 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 	x->new_version = o->version + 1;
 	x->s = x->off;
 	x->t = x->off + x->len;
+	if (o->flags & TIER__OF_FLUSHING)
+		tier__flush_redirty(e, o, x->off, x->len);
 	if (o->bits) {
 		uint64_t fe = x->off / es, le = ((uint64_t)x->off + x->len - 1) / es;
 		bool ff = (x->off % es) && !tier__bit(o->bits, fe);
 		bool fl = (x->t % es) && x->t < o->len && !tier__bit(o->bits, le);
 
+		/* new extents count against the target until the write lands */
+		tier__resv_take(e, x, new_extent_bytes(e, o, fe, le), o->state == TIER__ABSENT);
 		memcpy(x->nbits, o->bits, 2 * e->nwords * 8);
 		for (uint64_t i = fe; i <= le; i++) {
 			tier__bit_set(x->nbits, i);
@@ -485,6 +506,7 @@ static void cw_cb(struct tier_store_op *op)
 	int r = op->result;
 
 	o->flags &= (uint16_t)~TIER__OF_EXCL;
+	tier__resv_put(e, x);   /* landed in the accounting below, or not at all */
 	if (r < 0) {
 		tier__cache_error(e, r);
 		if (creating) {
@@ -618,6 +640,24 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 		x->nocache = 1;   /* a leftover cache object must go before base changes */
 	if (x->nocache)
 		return start_nocache_write(e, o, x);
+	if (o->state != TIER__ABSENT && o->bits && !whole && tier__full_ratio(e) >= 1.0 &&
+	    !range_any_valid(e, o, x->off, x->len)) {
+		/*
+		 * Over target, extent mode: a write that only touches extents the
+		 * cache does not hold goes to base, which is authoritative for
+		 * them (reads of invalid extents go to base, a flush writes only
+		 * dirty = valid extents, a cache write's fill reads base after
+		 * this write, which runs shared, is done).  A write mixing held
+		 * and new extents still lands in the cache: it must update the
+		 * held ones, and can add at most its own new extents.
+		 */
+		if (!(x->seen & 2))
+			e->st.write_misses++;
+		x->seen |= 2;
+		q_pop(o, x);
+		start_proxy_write(e, o, x);
+		return true;
+	}
 	if (o->state != TIER__ABSENT) {
 		if (o->nrun)
 			return false;
@@ -667,8 +707,10 @@ static bool start_cache_hint(struct tier_engine *e, struct tier__obj *o, struct 
 {
 	bool internal = !x->req;
 
+	/* its own reservation (a queued promotion) does not count against it */
 	if (o->state != TIER__ABSENT || (o->flags & (TIER__OF_PROMOTING | TIER__OF_STALE)) ||
-	    e->p.cache_mode == TIER_MODE_NONE || tier__degraded(e) || tier__full_ratio(e) >= 1.0) {
+	    e->p.cache_mode == TIER_MODE_NONE || tier__degraded(e) ||
+	    tier__full_ratio_less(e, x->resv, x->resv_obj) >= 1.0) {
 		q_pop(o, x);
 		if (internal)
 			o->flags &= (uint16_t)~TIER__OF_PQUEUED;
@@ -680,6 +722,7 @@ static bool start_cache_hint(struct tier_engine *e, struct tier__obj *o, struct 
 	q_pop(o, x);
 	if (internal)
 		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+	tier__resv_put(e, x);   /* promoting_bytes holds it from here */
 	tier__promote_start(e, x->img, o, x);
 	return true;
 }
@@ -702,6 +745,10 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 void tier__obj_kick(struct tier_engine *e, struct tier__obj *o)
 {
 	struct tier__ext *x;
+
+	/* a flush waiting for a cache write to land marks first, then the queue runs */
+	if ((o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL)) == TIER__OF_FLUSHING)
+		tier__flush_resume(e, o);
 
 	while ((x = o->qhead) && try_start(e, o, x))
 		;

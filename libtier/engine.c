@@ -303,6 +303,7 @@ void tier_engine_destroy(struct tier_engine *e)
 		tier__image_free(e->imgs[i]);
 	free(e->imgs);
 	free(e->unsync);
+	free(e->hot);
 	for (size_t i = 0; i < e->n_hs_names; i++)
 		free(e->hs_names[i]);
 	free(e->hs_names);
@@ -351,6 +352,7 @@ uint64_t tier_engine_tick(struct tier_engine *e)
 	tier__deliver(e);
 	tier__tokens_refill(e);
 	tier__hitsets_tick(e);
+	tier__agent_hot_expire(e);
 	tier__agent_run(e);
 	if (e->n_unsync > 4096)
 		tier__sync_background(e);

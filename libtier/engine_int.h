@@ -40,6 +40,7 @@ enum {
 	TIER__OF_UNSYNC_C  = 1u << 6,  /* cache copy written without FUA since last sync */
 	TIER__OF_UNSYNC_B  = 1u << 7,  /* base object written without FUA since last sync */
 	TIER__OF_STALE     = 1u << 8,  /* a cache object may exist while ABSENT */
+	TIER__OF_HOT       = 1u << 9,  /* written during its last flush: agent skips it */
 };
 
 struct tier__ext;
@@ -77,6 +78,8 @@ struct tier__ext {
 	uint32_t s, t;             /* cache write span (extent fills) */
 	uint64_t new_version;
 	uint64_t t_base;           /* engine clock at the last base submit */
+	uint64_t resv;             /* bytes reserved against the target (admitted, not cached) */
+	uint8_t resv_obj;          /* and one object of target_max_objects */
 	void *bounce;
 	uint64_t *nbits;           /* new bitmaps (extent mode), in ext storage */
 	struct tier_store_op op;
@@ -101,7 +104,10 @@ struct tier__job {
 	uint64_t len, span_off;
 	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */
 	size_t nops, npending, ndone;
-	uint64_t *snap;                 /* flush: dirty bitmap snapshot */
+	uint64_t *snap;                 /* flush: dirty snapshot, re-dirtied, new dirty */
+	bool redirtied;                 /* flush: a cache write started during it */
+	uint64_t t_start_ms;
+	struct tier__job *fnext;        /* flush: the engine's list of flushes in flight */
 	struct tier_store_op op;
 	uint8_t meta[];                 /* TIER_META_MAX */
 };
@@ -143,6 +149,10 @@ struct tier_engine {
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
 	uint64_t n_promoting, promoting_bytes;   /* admitted, not yet cached */
+	uint64_t n_resv, resv_bytes;    /* admitted: queued promotions, new extents in flight */
+	struct tier__job *flushes;      /* flush jobs in flight */
+	struct tier__hot { uint64_t key, until_ms; } *hot;   /* TIER__OF_HOT objects */
+	size_t n_hot, cap_hot;
 	struct tier__hitsets *hs;
 	struct tier__policy *pol;
 	struct tier_stats st;
@@ -238,17 +248,29 @@ bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint
 void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
 			 struct tier__ext *waiter);
 void tier__tokens_refill(struct tier_engine *e);
+/* Reserve bytes (and objects) admitted but not yet cached against the target. */
+void tier__resv_take(struct tier_engine *e, struct tier__ext *x, uint64_t bytes, bool obj);
+void tier__resv_put(struct tier_engine *e, struct tier__ext *x);
 
 /* flush.c */
 int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req);
 void tier__sync_background(struct tier_engine *e);
+/* A cache write of [off, off+len) starts on an object being flushed. */
+void tier__flush_redirty(struct tier_engine *e, struct tier__obj *o, uint32_t off, uint32_t len);
+/* The object's cache write finished: a flush waiting to mark it goes on. */
+void tier__flush_resume(struct tier_engine *e, struct tier__obj *o);
 
 /* agent.c */
 void tier__agent_run(struct tier_engine *e);
 void tier__agent_modes(struct tier_engine *e);
 double tier__full_ratio(const struct tier_engine *e);
+/* The full ratio less `bytes` and `objs` of it (an op's own reservation). */
+double tier__full_ratio_less(const struct tier_engine *e, uint64_t bytes, uint64_t objs);
+/* Keep the agent off o (written during its flush) until until_ms and a tick. */
+void tier__agent_cool(struct tier_engine *e, struct tier__obj *o, uint64_t until_ms);
+void tier__agent_hot_expire(struct tier_engine *e);
 double tier__dirty_ratio(const struct tier_engine *e);
 
 /* hsarch.c */

@@ -4,11 +4,13 @@
  * dirty data from the cache, write it to base durably, then clear the dirty
  * mark with SETMETA guarded by the object version), evict (REMOVE of a
  * clean copy guarded by its version) and sync (make acknowledged writes
- * durable for NBD_CMD_FLUSH).  A write that lands during a flush bumps the
- * version, so the flush's guard fails or its completion sees a newer
- * version, and the object stays DIRTY.  These jobs must never mark a copy
- * clean unless base holds exactly that version's data, and never remove a
- * copy whose version moved.
+ * durable for NBD_CMD_FLUSH).  A cache write that starts during a flush
+ * tells the flush which extents it re-dirties: in extent mode the flush then
+ * clears only the extents it wrote to base and nobody wrote again (a partial
+ * flush, the object stays DIRTY with the rest), in object mode nothing; in
+ * both the agent leaves the object alone for a while.  These jobs must never
+ * mark an extent clean unless base holds exactly the data the cache holds
+ * for it at the guarded version, and never remove a copy whose version moved.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,7 +28,17 @@ static void flush_done(struct tier__job *j, bool failed)
 {
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
+	struct tier__job **pp = &e->flushes;
 
+	while (*pp && *pp != j)
+		pp = &(*pp)->fnext;
+	if (*pp)
+		*pp = j->fnext;
+	if (j->redirtied) {
+		/* hot: rest at least as long as this flush took, or the min flush age */
+		uint64_t now = tier__eng_now_ms(e), d = now - j->t_start_ms;
+		tier__agent_cool(e, o, now + (d > e->p.cache_min_flush_age ? d : e->p.cache_min_flush_age));
+	}
 	if (failed) {
 		e->st.flush_failed++;
 		e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
@@ -111,6 +123,7 @@ static int flush_plan(struct tier__job *j)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 	uint64_t es = e->p.extent_size, n = 0;
+	uint64_t *plan = j->snap ? j->snap + 2 * e->nwords : NULL;
 
 	if (!o->bits) {
 		j->ops = calloc(1, sizeof(*j->ops));
@@ -123,18 +136,21 @@ static int flush_plan(struct tier__job *j)
 		j->nops = 1;
 		return 0;
 	}
+	/* extents written again since the snapshot stay dirty: do not write them */
+	for (size_t w = 0; w < e->nwords; w++)
+		plan[w] = j->snap[w] & ~j->snap[e->nwords + w];
 	for (uint64_t i = 0; i < e->nbits; i++)
-		if (tier__bit(j->snap, i) && (i == 0 || !tier__bit(j->snap, i - 1)))
+		if (tier__bit(plan, i) && (i == 0 || !tier__bit(plan, i - 1)))
 			n++;
 	j->ops = calloc(n ? n : 1, sizeof(*j->ops));
 	if (!j->ops)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < e->nbits; i++) {
 		uint64_t s, t;
-		if (!tier__bit(j->snap, i) || (i > 0 && tier__bit(j->snap, i - 1)))
+		if (!tier__bit(plan, i) || (i > 0 && tier__bit(plan, i - 1)))
 			continue;
 		s = i;
-		while (i + 1 < e->nbits && tier__bit(j->snap, i + 1))
+		while (i + 1 < e->nbits && tier__bit(plan, i + 1))
 			i++;
 		t = (i + 1) * es < o->len ? (i + 1) * es : o->len;
 		if (s * es >= t)
@@ -148,17 +164,54 @@ static int flush_plan(struct tier__job *j)
 	return 0;
 }
 
+/* Would the SETMETA clear anything: a snapshot extent nobody wrote again? */
+static bool flush_cleans(const struct tier__job *j)
+{
+	const struct tier_engine *e = j->e;
+
+	if (!j->obj->bits)
+		return !j->redirtied;
+	for (size_t w = 0; w < e->nwords; w++)
+		if (j->snap[w] & ~j->snap[e->nwords + w])
+			return true;
+	return !j->redirtied;   /* an empty snapshot: only the dirty flag to clear */
+}
+
+/*
+ * New dirty bitmap = dirty now, less the snapshot extents base now holds and
+ * nobody wrote again.  Cache writes on an object run alone, so o->version is
+ * the store's version unless one is in flight; one that started during the
+ * flush is in the re-dirty mask, and if it lands first the guard refuses
+ * this SETMETA, if it lands after, its own meta marks its extents again.
+ */
 static void flush_setmeta(struct tier__job *j)
 {
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 	int ml;
 
+	if (o->flags & TIER__OF_EXCL) {
+		/* a cache write is in flight: its version would fail the guard */
+		j->step = 5;
+		return;
+	}
 	j->step = 4;
+	if ((o->flags & TIER__OF_VUNK) || !flush_cleans(j)) {
+		flush_done(j, false);   /* nothing base surely holds to mark: stays dirty */
+		return;
+	}
+	j->version = o->version;
 	if (o->bits) {
-		uint64_t *zero = j->snap + e->nwords;
-		memset(zero, 0, e->nwords * 8);
-		ml = tier__meta_encode_obj(e, 0, j->version, o->bits, zero, j->meta);
+		const uint64_t *od = o->bits + e->nwords, *snap = j->snap, *rd = snap + e->nwords;
+		uint64_t *nd = j->snap + 2 * e->nwords;
+		bool any = false;
+
+		for (size_t w = 0; w < e->nwords; w++) {
+			nd[w] = od[w] & ~(snap[w] & ~rd[w]);
+			any |= nd[w] != 0;
+		}
+		ml = tier__meta_encode_obj(e, any ? TIER_META_F_DIRTY : 0, j->version, o->bits, nd,
+					   j->meta);
 	} else {
 		ml = tier__meta_encode_obj(e, 0, j->version, NULL, NULL, j->meta);
 	}
@@ -173,6 +226,28 @@ static void flush_setmeta(struct tier__job *j)
 		return;
 	}
 	flush_submit(e->cache, &j->op);
+}
+
+/* The guarded SETMETA landed: apply the new dirty state (clean, or partial). */
+static void flush_clean(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	uint64_t before = tier__obj_dirty_bytes(e, o);
+	bool any = false;
+
+	tier__acct_sub(e, o);
+	if (o->bits) {
+		const uint64_t *nd = j->snap + 2 * e->nwords;
+		for (size_t w = 0; w < e->nwords; w++)
+			any |= nd[w] != 0;
+		memcpy(o->bits + e->nwords, nd, e->nwords * 8);
+	}
+	o->state = any ? TIER__DIRTY : TIER__CLEAN;
+	tier__acct_add(e, o);
+	e->st.flushes++;
+	e->st.flush_partial += any;
+	e->st.flush_bytes += before - tier__obj_dirty_bytes(e, o);
 }
 
 static void flush_base_writes(struct tier__job *j, bool last)
@@ -217,6 +292,10 @@ static void flush_cb(struct tier_store_op *op)
 			flush_done(j, true);
 			return;
 		}
+		if (!o->bits && j->redirtied) {
+			flush_done(j, false);   /* object mode: all of it was written again */
+			return;
+		}
 		if (flush_plan(j) < 0 || !j->nops) {
 			if (j->nops)
 				flush_done(j, true);
@@ -245,22 +324,41 @@ static void flush_cb(struct tier_store_op *op)
 		}
 		flush_setmeta(j);
 		return;
-	default:  /* SETMETA clean */
-		if (r == 0 && o->version == j->version && !(o->flags & TIER__OF_EXCL)) {
-			uint64_t bytes = tier__obj_dirty_bytes(e, o);
-			tier__acct_sub(e, o);
-			o->state = TIER__CLEAN;
-			if (o->bits)
-				memset(o->bits + e->nwords, 0, e->nwords * 8);
-			tier__acct_add(e, o);
-			e->st.flushes++;
-			e->st.flush_bytes += bytes;
+	default:  /* SETMETA clean (or partly clean) */
+		if (r == 0 && o->version == j->version &&
+		    !(o->flags & (TIER__OF_EXCL | TIER__OF_VUNK))) {
+			flush_clean(j);
 		} else if (r < 0 && r != -ECANCELED) {
 			tier__cache_error(e, r);
 			flush_done(j, true);
 			return;
 		}
 		flush_done(j, false);
+	}
+}
+
+void tier__flush_redirty(struct tier_engine *e, struct tier__obj *o, uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size;
+
+	for (struct tier__job *j = e->flushes; j; j = j->fnext) {
+		if (j->obj != o)
+			continue;
+		j->redirtied = true;
+		if (!j->snap || !len)
+			continue;
+		for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
+			tier__bit_set(j->snap + e->nwords, i);
+	}
+}
+
+void tier__flush_resume(struct tier_engine *e, struct tier__obj *o)
+{
+	for (struct tier__job *j = e->flushes; j; j = j->fnext) {
+		if (j->obj == o && j->step == 5) {
+			flush_setmeta(j);
+			return;
+		}
 	}
 }
 
@@ -275,7 +373,8 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 	if (!j)
 		return -ENOMEM;
 	if (e->nwords) {
-		j->snap = calloc(2 * e->nwords, 8);
+		/* snapshot, re-dirtied since the start, plan / new dirty */
+		j->snap = calloc(3 * e->nwords, 8);
 		if (!j->snap) {
 			tier__job_free(j);
 			return -ENOMEM;
@@ -283,6 +382,9 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 	}
 	o->flags |= TIER__OF_FLUSHING;
 	e->agent_flushing++;
+	j->t_start_ms = tier__eng_now_ms(e);
+	j->fnext = e->flushes;
+	e->flushes = j;
 	if (o->flags & TIER__OF_VUNK) {
 		j->step = 0;
 		job_op(j, &j->op, TIER_STORE_STAT);

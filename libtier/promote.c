@@ -4,7 +4,11 @@
  * promotion job itself.  Admission applies, in order: the cache mode, a
  * degraded cache pool, the cache being over 100% of target, Ceph's recency
  * rule (evaluated by the caller before it records the access) or else the
- * eviction policy's admission hint, and the token-bucket throttles.  A
+ * eviction policy's admission hint, and the token-bucket throttles.  "Over
+ * target" counts cached bytes, promotions in flight and reservations (queued
+ * promotions, new extents being written), so admissions racing each other
+ * cannot all see the same room: the cache passes its target by at most one
+ * admission, i.e. one object (object mode) or one write's extents.  A
  * promotion reads the whole object from base and writes it to the cache as
  * CLEAN, data and meta in one op with F_EXCL.  It must never overwrite a
  * cache object it does not know about and never mark a copy CLEAN before
@@ -47,6 +51,23 @@ static bool tokens_take(struct tier_engine *e, uint64_t bytes)
 	if (lo)
 		e->tb_objs -= 1.0;
 	return true;
+}
+
+void tier__resv_take(struct tier_engine *e, struct tier__ext *x, uint64_t bytes, bool obj)
+{
+	tier__resv_put(e, x);
+	x->resv = bytes;
+	x->resv_obj = obj;
+	e->resv_bytes += bytes;
+	e->n_resv += obj;
+}
+
+void tier__resv_put(struct tier_engine *e, struct tier__ext *x)
+{
+	e->resv_bytes -= x->resv;
+	e->n_resv -= x->resv_obj;
+	x->resv = 0;
+	x->resv_obj = 0;
 }
 
 bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint64_t bytes,

@@ -21,7 +21,7 @@ extern "C" {
 	X(read_hits) X(read_misses) X(write_hits) X(write_misses)               \
 	X(proxy_reads) X(proxy_read_bytes) X(proxy_writes) X(proxy_write_bytes) \
 	X(promotions) X(promote_bytes) X(promote_throttled) X(promote_failed)   \
-	X(flushes) X(flush_bytes) X(flush_failed)                               \
+	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \
 	X(evictions) X(evict_bytes) X(evict_failed)                             \
 	X(hitset_archives) X(cache_errors)
 

@@ -217,32 +217,50 @@ FLAGS = struct.pack(">I", 3)   # FIXED_NEWSTYLE | NO_ZEROES
 
 
 def gen_nbd():
-    put("nbd", "go-io", FLAGS + go("fuzz", [1, 3]) +
+    sessions = {
+        "go-io": FLAGS + go("fuzz", [1, 3]) +
         req(WRITE, 0, 4096, cookie=1, payload=b"\xab" * 4096) +
         req(READ, 0, 4096, cookie=2) + req(FLUSH, cookie=3) +
         req(TRIM, 65536, 65536, cookie=4) + req(WZ, 131072, 8192, cookie=5) +
         req(CACHE, 0, 262144, cookie=6) +
         req(WRITE, 70000, 100, flags=1, cookie=7, payload=b"z" * 100) +
-        req(DISC))
-    put("nbd", "structured", FLAGS + opt(8) + go("") +
-        req(READ, 4096, 8192) + req(READ, 1048576 - 512, 512, cookie=2) + req(DISC))
-    put("nbd", "export-name", struct.pack(">I", 1) + opt(1, b"fuzz") +
-        req(READ, 1048576, 1) + req(READ, 0, 0) + req(WRITE, 1048000, 1000,
-                                                       payload=b"q" * 1000) +
-        req(BS, 0, 4096) + req(READ, 0, 4096, flags=0x80))
-    put("nbd", "list-info-ro", FLAGS + opt(3) + opt(3, b"x") + go("ro", [0, 1, 2, 3], o=6) +
+        req(DISC),
+        "structured": FLAGS + opt(8) + go("") +
+        req(READ, 4096, 8192) + req(READ, 1048576 - 512, 512, cookie=2) + req(DISC),
+        "export-name": struct.pack(">I", 1) + opt(1, b"fuzz") +
+        req(READ, 1048576, 1) + req(READ, 0, 0) +
+        req(WRITE, 1048000, 1000, payload=b"q" * 1000) +
+        req(BS, 0, 4096) + req(READ, 0, 4096, flags=0x80),
+        "list-info-ro": FLAGS + opt(3) + opt(3, b"x") + go("ro", [0, 1, 2, 3], o=6) +
         go("nope") + go("ro") + req(WRITE, 0, 512, payload=b"w" * 512) +
-        req(READ, 0, 512) + req(TRIM, 0, 512) + req(FLUSH) + req(DISC))
-    put("nbd", "backpressure", FLAGS + go("fuzz") +
+        req(READ, 0, 512) + req(TRIM, 0, 512) + req(FLUSH) + req(DISC),
+        "backpressure": FLAGS + go("fuzz") +
         b"".join(req(READ, i * 65536, 65536, cookie=i) for i in range(12)) +
         b"".join(req(WRITE, i * 4096, 4096, cookie=100 + i, payload=bytes([i]) * 4096)
-                 for i in range(6)))
-    put("nbd", "options-odd", FLAGS + opt(9, b"\0" * 9000) + opt(10) + opt(11) +
-        opt(5) + opt(8, b"x") + go("fuzz", o=6)[:-2] + opt(2))
-    put("nbd", "truncated", FLAGS + go("fuzz") + req(WRITE, 0, 65536) + b"partial")
-    put("nbd", "bad-flags", struct.pack(">I", 0x80))
-    put("nbd", "oversize", FLAGS + go("fuzz") + req(READ, 0, 64 << 20) +
-        req(WRITE, 0, 64 << 20) + b"junk")
+                 for i in range(6)),
+        "options-odd": FLAGS + opt(9, b"\0" * 9000) + opt(10) + opt(11) +
+        opt(5) + opt(8, b"x") + go("fuzz", o=6)[:-2] + opt(2),
+        "truncated": FLAGS + go("fuzz") + req(WRITE, 0, 65536) + b"partial",
+        "bad-flags": struct.pack(">I", 0x80),
+        "oversize": FLAGS + go("fuzz") + req(READ, 0, 64 << 20) +
+        req(WRITE, 0, 64 << 20) + b"junk",
+    }
+    # byte 0 is the harness mode (see fuzz_nbd.c): 0 = one write, no faults
+    for name, stream in sessions.items():
+        put("nbd", name, b"\x00" + stream)
+    variants = [
+        ("go-io", 0x41, "chunks16"),         # 16-byte chunks
+        ("export-name", 0x01, "chunks1"),     # byte by byte
+        ("backpressure", 0xC1, "chunks4k"),   # 4 KiB chunks: payload read direct
+        ("go-io", 0x02, "shutdown"),
+        ("backpressure", 0x02, "shutdown"),
+        ("truncated", 0x03, "shutdown-chunks1"),
+        ("go-io", 0x04, "faults10"),
+        ("structured", 0x08, "faults50"),
+        ("backpressure", 0x0E, "faults-shutdown"),
+    ]
+    for name, mode, tag in variants:
+        put("nbd", "%s-%s" % (name, tag), bytes([mode]) + sessions[name])
 
 
 if __name__ == "__main__":

@@ -402,6 +402,66 @@ static void test_over_target_proxies_writes(void **state)
 	env_free(v);
 }
 
+/*
+ * Extent mode over target: a write to a cached object that only touches
+ * extents the cache does not hold goes to base (the cache would otherwise
+ * grow without bound); one mixing held and new extents lands in the cache.
+ */
+static void test_over_target_extent_new_extents_proxied(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_bytes = 8 * 4096;
+	p.cache_min_evict_age = 1000000;   /* keep the agent from making room here */
+	p.cache_min_flush_age = 1000000;
+	struct env *v = env_new(&p);
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(env_write(v, (uint64_t)i * 4096, 4096, (uint64_t)i + 1), 0);
+		model_write(model, (uint64_t)i * 4096, 4096, (uint64_t)i + 1);
+	}
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 8 * 4096);
+	assert_int_equal(s.full_ratio_ppm, 1000000);
+	assert_int_equal(s.proxy_writes, 0);
+	uint64_t misses = s.write_misses;
+	/* all new extents: straight to base, also an unaligned piece and zeroes */
+	assert_int_equal(env_write(v, 10 * 4096, 4096, 20), 0);
+	model_write(model, 10 * 4096, 4096, 20);
+	assert_int_equal(env_write(v, 12 * 4096 + 100, 300, 21), 0);
+	model_write(model, 12 * 4096 + 100, 300, 21);
+	assert_int_equal(env_io(v, TIER_REQ_WRITE_ZEROES, 13 * 4096 + 10, 50, NULL, 0), 0);
+	memset(model + 13 * 4096 + 10, 0, 50);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 8 * 4096);
+	assert_int_equal(s.proxy_writes, 2);
+	assert_int_equal(s.write_misses - misses, 3);
+	env_check(v, model, 0, 2 * OS);
+	/* a held extent still takes writes in the cache */
+	assert_int_equal(env_write(v, 4096, 4096, 23), 0);
+	model_write(model, 4096, 4096, 23);
+	assert_int_equal(env_stats(v).cached_bytes, 8 * 4096);
+	assert_int_equal(env_stats(v).proxy_writes, 2);
+	/* mixed (extents 7 and 8): lands in the cache, adding its new extent */
+	assert_int_equal(env_write(v, 7 * 4096 + 2048, 4096, 24), 0);
+	model_write(model, 7 * 4096 + 2048, 4096, 24);
+	assert_int_equal(env_stats(v).cached_bytes, 9 * 4096);
+	assert_int_equal(env_stats(v).proxy_writes, 2);
+	env_check(v, model, 0, 2 * OS);
+	/* base got everything once flushed and evicted */
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
 struct cnt {
 	struct tier_request r;
 	int *order, *n;
@@ -414,6 +474,107 @@ static void cnt_cb(struct tier_request *r, int result)
 
 	c->result = result;
 	c->order[(*c->n)++] = c->id;
+}
+
+struct peak {
+	struct tier_request r;
+	struct env *v;
+	uint64_t *peak;
+	int result, done;
+};
+
+static void peak_cb(struct tier_request *r, int result)
+{
+	struct peak *k = (struct peak *)r;
+	uint64_t c = env_stats(k->v).cached_bytes;
+
+	k->result = result;
+	k->done = 1;
+	if (c > *k->peak)
+		*k->peak = c;
+}
+
+/*
+ * Admissions racing each other see each other's reservations: 16 write
+ * misses in flight at once on 16 objects, in extent mode, with room for 8
+ * extents: 8 land in the cache, 8 are proxied, the cache never passes the
+ * target.
+ */
+static void test_admission_reserves_in_flight(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_bytes = 8 * 4096;
+	p.cache_min_evict_age = 1000000;
+	p.cache_min_flush_age = 1000000;
+	struct env *v = env_new(&p);
+	struct peak k[16];
+	uint8_t bufs[16][4096];
+	uint64_t peak = 0;
+	(void)state;
+
+	for (int i = 0; i < 16; i++) {
+		fill(bufs[i], 4096, (uint64_t)i);
+		k[i] = (struct peak){ .r = { .type = TIER_REQ_WRITE, .off = (uint64_t)i * OS,
+					     .len = 4096, .buf = bufs[i], .cb = peak_cb },
+				      .v = v, .peak = &peak };
+		assert_int_equal(tier_image_submit(v->img, &k[i].r), 0);
+	}
+	/* admitted, not landed: they count against the target already */
+	assert_int_equal(env_stats(v).full_ratio_ppm, 1000000);
+	env_pump(v);
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(k[i].done, 1);
+		assert_int_equal(k[i].result, 0);
+	}
+	struct tier_stats s = env_stats(v);
+	assert_true(peak <= 8 * 4096);
+	assert_int_equal(s.cached_bytes, 8 * 4096);
+	assert_int_equal(s.proxy_writes, 8);
+	for (int i = 0; i < 16; i++) {
+		uint8_t b[4096];
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 4096, b, 0), 0);
+		assert_memory_equal(b, bufs[i], 4096);
+	}
+	env_free(v);
+}
+
+/* Object mode: queued background promotions (write_miss = proxy) are reserved. */
+static void test_admission_reserves_queued_promotions(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.write_miss = TIER_WMISS_PROXY;
+	p.target_max_objects = 4;
+	p.cache_min_evict_age = 1000000;
+	p.cache_min_flush_age = 1000000;
+	struct env *v = env_new(&p);
+	struct peak k[8];
+	uint8_t bufs[8][512];
+	uint64_t peak = 0;
+	(void)state;
+
+	for (int i = 0; i < 8; i++) {
+		fill(bufs[i], 512, (uint64_t)i);
+		k[i] = (struct peak){ .r = { .type = TIER_REQ_WRITE, .off = (uint64_t)i * OS,
+					     .len = 512, .buf = bufs[i], .cb = peak_cb },
+				      .v = v, .peak = &peak };
+		assert_int_equal(tier_image_submit(v->img, &k[i].r), 0);
+	}
+	/* four admitted (queued behind their proxied writes), four not */
+	assert_int_equal(env_stats(v).full_ratio_ppm, 1000000);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.proxy_writes, 8);
+	assert_int_equal(s.promotions, 4);
+	assert_int_equal(s.cached_objects, 4);
+	for (int i = 0; i < 8; i++) {
+		uint8_t b[512];
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 512, b, 0), 0);
+		assert_memory_equal(b, bufs[i], 512);
+	}
+	env_free(v);
 }
 
 static void test_race_write_during_promotion(void **state)
@@ -476,15 +637,125 @@ static void test_race_write_during_flush(void **state)
 	assert_int_equal(c.result, 0);
 	model_write(model, 8192, 4096, 2);
 	assert_int_equal(env_stats(v).write_hits, 1);
-	/* the first flush's clean mark was refused by the version guard */
-	struct tier_store_stats cs;
+	/*
+	 * Object mode: the write re-dirtied the whole object before the flush
+	 * wrote base, so the first flush wrote nothing and marked nothing; the
+	 * second (after a tick) cleaned it.
+	 */
+	struct tier_store_stats cs, bs;
 	tier_store_get_stats(v->cache, &cs);
-	assert_true(cs.errors[TIER_STORE_SETMETA] >= 1);
-	assert_int_equal(env_stats(v).flushes, 1);   /* only the second one cleaned it */
+	tier_store_get_stats(v->base, &bs);
+	assert_int_equal(cs.errors[TIER_STORE_SETMETA], 0);
+	assert_int_equal(cs.ops[TIER_STORE_SETMETA], 1);
+	assert_int_equal(bs.ops[TIER_STORE_WRITE], 1);
+	assert_int_equal(env_stats(v).flushes, 1);
+	assert_int_equal(env_stats(v).flush_partial, 0);
 	assert_int_equal(env_stats(v).dirty_objects, 0);
 	tier_engine_evict_all(v->e, NULL);
 	env_pump(v);
 	env_check(v, model, 0, 2 * OS);
+	free(model);
+	env_free(v);
+}
+
+/* Run completions without engine ticks until nothing is left to drain. */
+static void drain_no_tick(struct env *v)
+{
+	while (tier_cq_drain(v->cq))
+		;
+}
+
+static void base_read(struct env *v, uint64_t off, uint64_t len, void *buf)
+{
+	struct tier_store_op op;
+	int done = 0;
+
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_READ;
+	snprintf(op.oid, sizeof(op.oid), "rbd_data.test.%016llx", (unsigned long long)(off / OS));
+	op.off = off % OS;
+	op.len = len;
+	op.buf = buf;
+	op.cb = stat_cb;
+	op.priv = &done;
+	assert_int_equal(tier_store_submit(v->base, &op), 0);
+	while (!done)
+		tier_cq_drain(v->cq);
+	assert_true(op.result >= 0 || op.result == -ENOENT);
+	if (op.result == -ENOENT)
+		memset(buf, 0, len);
+}
+
+/*
+ * Extent mode: writes landing during a flush keep only their own extents
+ * dirty; the flush cleans the rest (a partial flush), persists that with a
+ * guarded SETMETA, and the agent does not start on the same object again
+ * before a tick.
+ */
+static void test_race_write_during_flush_extent(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	struct env *v = env_new(&p);
+	uint8_t *model = calloc(1, ISZ), w0[4096], w8[4096], b[4096];
+	int order[2], n = 0;
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);          /* extents 0 and 4 dirty */
+	assert_int_equal(env_write(v, 4 * 4096, 4096, 2), 0);
+	model_write(model, 0, 4096, 1);
+	model_write(model, 4 * 4096, 4096, 2);
+	uint64_t bw0 = base_write_bytes(v);
+	tier_engine_flush_all(v->e, NULL);   /* the flush's cache READ is queued */
+	fill(w0, 4096, 3);
+	fill(w8, 4096, 4);
+	struct cnt c0 = { .r = { .type = TIER_REQ_WRITE, .off = 0, .len = 4096, .buf = w0,
+				 .cb = cnt_cb }, .order = order, .n = &n, .id = 0 };
+	struct cnt c8 = { .r = { .type = TIER_REQ_WRITE, .off = 8 * 4096, .len = 4096, .buf = w8,
+				 .cb = cnt_cb }, .order = order, .n = &n, .id = 1 };
+	assert_int_equal(tier_image_submit(v->img, &c0.r), 0);   /* re-dirties extent 0 */
+	assert_int_equal(tier_image_submit(v->img, &c8.r), 0);   /* a new extent */
+	drain_no_tick(v);
+	assert_int_equal(n, 2);
+	assert_int_equal(c0.result, 0);
+	assert_int_equal(c8.result, 0);
+	model_write(model, 0, 4096, 3);
+	model_write(model, 8 * 4096, 4096, 4);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.flushes, 1);
+	assert_int_equal(s.flush_partial, 1);
+	assert_int_equal(s.flush_bytes, 4096);
+	assert_int_equal(s.dirty_objects, 1);
+	assert_int_equal(s.dirty_bytes, 2 * 4096);     /* extents 0 and 8 */
+	assert_int_equal(s.cached_bytes, 3 * 4096);
+	/* only extent 4 went to base: extent 0 was written again before the plan */
+	assert_int_equal(base_write_bytes(v) - bw0, 4096);
+	base_read(v, 4 * 4096, 4096, b);
+	assert_memory_equal(b, model + 4 * 4096, 4096);
+	/* persisted: the meta says dirty {0, 8}, valid {0, 4, 8} */
+	uint64_t words[2];
+	struct tier_meta m;
+	int f = cache_meta(v, 0, &m, words, 1);
+	assert_true(f & TIER_META_F_DIRTY);
+	assert_int_equal(words[0], (1u << 0) | (1u << 4) | (1u << 8));
+	assert_int_equal(words[1], (1u << 0) | (1u << 8));
+	/* the agent rests on the hot object until a tick */
+	assert_int_equal(s.agent_ops_in_flight, 0);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.dirty_objects, 0);
+	assert_int_equal(s.flushes, 2);
+	assert_int_equal(s.flush_partial, 1);
+	env_check(v, model, 0, ISZ);
+	/* and after a restart and an eviction, base has it all */
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, ISZ);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, ISZ);
 	free(model);
 	env_free(v);
 }
@@ -555,8 +826,12 @@ int main(void)
 		cmocka_unit_test(test_throttle_bytes),
 		cmocka_unit_test(test_extent_write_miss_never_reads_base),
 		cmocka_unit_test(test_over_target_proxies_writes),
+		cmocka_unit_test(test_over_target_extent_new_extents_proxied),
+		cmocka_unit_test(test_admission_reserves_in_flight),
+		cmocka_unit_test(test_admission_reserves_queued_promotions),
 		cmocka_unit_test(test_race_write_during_promotion),
 		cmocka_unit_test(test_race_write_during_flush),
+		cmocka_unit_test(test_race_write_during_flush_extent),
 		cmocka_unit_test(test_race_read_during_evict),
 		cmocka_unit_test(test_race_trim_of_cached_object),
 	};
