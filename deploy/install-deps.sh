@@ -7,7 +7,7 @@ set -eu
 
 build_pkgs="build-essential meson ninja-build pkg-config libuv1-dev libzstd-dev
 libcmocka-dev libinih-dev libnbd-dev libsystemd-dev librados-dev librbd-dev"
-test_pkgs="fio libnbd-bin nbdkit qemu-utils python3 procps"
+test_pkgs="fio libnbd-bin python3-libnbd nbdkit qemu-utils python3 procps"
 ceph_pkgs="ceph-mon ceph-osd ceph-mgr ceph-common"
 
 want="$build_pkgs $test_pkgs"

@@ -170,8 +170,8 @@ static bool want_flush(void *arg, uint64_t key)
 
 	if (!o || o->state != TIER__DIRTY || !want_common(a, o))
 		return false;
-	if (o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL | TIER__OF_PROMOTING | TIER__OF_EVICTING |
-			TIER__OF_HOT))
+	/* a cache write in flight (EXCL) is fine: the flush snapshots once it lands */
+	if (o->flags & (TIER__OF_FLUSHING | TIER__OF_PROMOTING | TIER__OF_EVICTING | TIER__OF_HOT))
 		return false;
 	return a->ignore_age || a->now_ms - o->mtime_ms >= a->e->p.cache_min_flush_age;
 }

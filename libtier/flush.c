@@ -179,10 +179,11 @@ static bool flush_cleans(const struct tier__job *j)
 
 /*
  * New dirty bitmap = dirty now, less the snapshot extents base now holds and
- * nobody wrote again.  Cache writes on an object run alone, so o->version is
- * the store's version unless one is in flight; one that started during the
- * flush is in the re-dirty mask, and if it lands first the guard refuses
- * this SETMETA, if it lands after, its own meta marks its extents again.
+ * nobody wrote again.  Cache writes on an object run alone: the SETMETA
+ * waits for one in flight to land and then runs exclusive itself (a write
+ * arriving meanwhile queues behind it for one cache op), so o->version is
+ * the store's version and the bitmaps a later write computes start from the
+ * new dirty state.  The version guard still protects against anything else.
  */
 static void flush_setmeta(struct tier__job *j)
 {
@@ -225,6 +226,7 @@ static void flush_setmeta(struct tier__job *j)
 		flush_done(j, true);
 		return;
 	}
+	o->flags |= TIER__OF_EXCL;
 	flush_submit(e->cache, &j->op);
 }
 
@@ -324,9 +326,9 @@ static void flush_cb(struct tier_store_op *op)
 		}
 		flush_setmeta(j);
 		return;
-	default:  /* SETMETA clean (or partly clean) */
-		if (r == 0 && o->version == j->version &&
-		    !(o->flags & (TIER__OF_EXCL | TIER__OF_VUNK))) {
+	default:  /* SETMETA clean (or partly clean), run exclusive */
+		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		if (r == 0 && o->version == j->version && !(o->flags & TIER__OF_VUNK)) {
 			flush_clean(j);
 		} else if (r < 0 && r != -ECANCELED) {
 			tier__cache_error(e, r);
@@ -352,13 +354,28 @@ void tier__flush_redirty(struct tier_engine *e, struct tier__obj *o, uint32_t of
 	}
 }
 
+/* Snapshot now, or first learn the store's version after a failed write. */
+static void flush_begin(struct tier__job *j)
+{
+	if (j->obj->flags & TIER__OF_VUNK) {
+		j->step = 0;
+		job_op(j, &j->op, TIER_STORE_STAT);
+		flush_submit(j->e->cache, &j->op);
+		return;
+	}
+	flush_read(j);
+}
+
 void tier__flush_resume(struct tier_engine *e, struct tier__obj *o)
 {
 	for (struct tier__job *j = e->flushes; j; j = j->fnext) {
-		if (j->obj == o && j->step == 5) {
+		if (j->obj != o)
+			continue;
+		if (j->step == 5)
 			flush_setmeta(j);
-			return;
-		}
+		else if (j->step == 6)
+			flush_begin(j);
+		return;
 	}
 }
 
@@ -367,7 +384,7 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 	struct tier__job *j;
 
 	if (o->state != TIER__DIRTY ||
-	    (o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL | TIER__OF_PROMOTING | TIER__OF_EVICTING)))
+	    (o->flags & (TIER__OF_FLUSHING | TIER__OF_PROMOTING | TIER__OF_EVICTING)))
 		return -EBUSY;
 	j = tier__job_new(e, TIER__J_FLUSH, img, o);
 	if (!j)
@@ -385,13 +402,12 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j->t_start_ms = tier__eng_now_ms(e);
 	j->fnext = e->flushes;
 	e->flushes = j;
-	if (o->flags & TIER__OF_VUNK) {
-		j->step = 0;
-		job_op(j, &j->op, TIER_STORE_STAT);
-		flush_submit(e->cache, &j->op);
+	if (o->flags & TIER__OF_EXCL) {
+		/* a hot object: snapshot between its cache writes, once this one lands */
+		j->step = 6;
 		return 0;
 	}
-	flush_read(j);
+	flush_begin(j);
 	return 0;
 }
 

@@ -22,7 +22,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 ctl() { "$TIERCTL" --socket "$dir/admin.asok" "$@"; }
 
-write_conf() {   # $1 = target_max_bytes, $2 = extra [tier] line
+write_conf() {   # $1 = target_max_bytes, $2 = extra [tier] line, $3 = extra sections
 	cat > "$dir/tierd.conf" <<CONF
 [global]
 listen = unix:$dir/nbd.sock
@@ -38,6 +38,7 @@ min_write_recency_for_promote = 0
 $2
 [image.disk0]
 size = 64M
+${3:-}
 CONF
 }
 
@@ -86,6 +87,53 @@ err=$(ctl reload 2>&1) && fail "reload of invalid file" || \
 	{ echo "$err" | grep -q "tierd.conf:12: \[tier\] hit_set_count" && ok "reload error names file:line"; } \
 	|| fail "reload msg: $err"
 kill -0 "$pid" 2>/dev/null && ok "still running" || fail "died on bad reload"
+
+counter() { ctl perf dump | grep -o "\"$1\": [0-9]*" | head -1 | grep -o '[0-9]*$'; }
+if command -v qemu-io > /dev/null; then
+	# config set changes behaviour, not just config show: with a write recency
+	# no object can reach, a write to an uncached object is proxied.
+	write_conf 256M ""
+	kill -HUP "$pid"; sleep 0.5
+	ctl config set hit_set_count 8 > /dev/null || fail "set hit_set_count"
+	ctl config set min_write_recency_for_promote 9 > /dev/null || fail "set recency"
+	p0=$(counter proxy_writes); m0=$(counter promotions)
+	qemu-io -f raw -c 'write -P 0x11 40M 4k' "nbd+unix:///disk0?socket=$dir/nbd.sock" > /dev/null \
+		|| fail "qemu-io write after config set"
+	p1=$(counter proxy_writes); m1=$(counter promotions)
+	[ "$p1" -gt "$p0" ] && [ "$m1" = "$m0" ] && ok "config set recency 9: write proxied" \
+		|| fail "config set not in behaviour: proxy $p0->$p1 promotions $m0->$m1"
+	ctl config set min_write_recency_for_promote 0 > /dev/null || fail "set recency 0"
+	qemu-io -f raw -c 'write -P 0x12 48M 4k' "nbd+unix:///disk0?socket=$dir/nbd.sock" > /dev/null \
+		|| fail "qemu-io write 2"
+	sleep 0.5
+	m2=$(counter promotions)
+	[ "$m2" -gt "$m1" ] && ok "config set recency 0: object promoted" \
+		|| fail "recency 0 did not promote: $m1->$m2"
+fi
+
+# A reload keeps open connections and starts serving images added to the file.
+/usr/bin/python3 -c 'import nbd' 2>/dev/null || fail "python3-libnbd missing (deploy/install-deps.sh)"
+if /usr/bin/python3 -c 'import nbd' 2>/dev/null; then
+	write_conf 256M "" "[image.disk1]
+size = 32M"
+	/usr/bin/python3 - "$dir/nbd.sock" "$pid" <<'PY' && ok "connection survives SIGHUP" || fail "connection dropped by SIGHUP"
+import os, signal, sys, time, nbd
+h = nbd.NBD()
+h.connect_uri("nbd+unix:///disk0?socket=" + sys.argv[1])
+h.pwrite(b"\x42" * 4096, 1 << 20)
+os.kill(int(sys.argv[2]), signal.SIGHUP)
+time.sleep(1)
+h.pwrite(b"\x43" * 4096, 2 << 20)
+assert h.pread(4096, 1 << 20) == b"\x42" * 4096
+assert h.pread(4096, 2 << 20) == b"\x43" * 4096
+h.shutdown()
+PY
+	nbdinfo --list "nbd+unix:///?socket=$dir/nbd.sock" 2>/dev/null | grep -q 'export="disk1"' \
+		&& ok "new image served after reload" || fail "disk1 not listed after reload"
+	qemu-io -f raw -c 'write -P 0x77 0 64k' -c 'read -P 0x77 0 64k' \
+		"nbd+unix:///disk1?socket=$dir/nbd.sock" > /dev/null \
+		&& ok "new image reads back" || fail "disk1 I/O"
+fi
 
 kill -TERM "$pid"
 wait "$pid"; rc=$?

@@ -324,6 +324,57 @@ static void test_flush_backs_off_when_base_slows(void **state)
 	env_free(v);
 }
 
+/*
+ * A hot object written all the time while the agent flushes it: every flush
+ * overlaps a write.  The flushes still clean what was not written again
+ * (extents 8..15 here), and the agent rests on the object between tries.
+ */
+static void test_hot_object_flush_progresses(void **state)
+{
+	struct tier_params p = agent_params();
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.cache_min_flush_age = 0;
+	p.cache_target_dirty_ratio = 0.0;        /* anything dirty: flush, high */
+	p.cache_target_dirty_high_ratio = 0.0;
+	struct tier_devmodel_params hdd = { .read_latency_us = 5000, .write_latency_us = 5000 };
+	struct tier_devmodel_params ssd = { .read_latency_us = 100, .write_latency_us = 100 };
+	struct env *v = env_new_vt(&p, &hdd, &ssd, true);
+	uint8_t *model = calloc(1, OS);
+	struct tier_store_stats b0, b1;
+	(void)state;
+
+	for (int i = 8; i < 16; i++) {
+		assert_int_equal(env_write(v, (uint64_t)i * 4096, 4096, (uint64_t)i), 0);
+		model_write(model, (uint64_t)i * 4096, 4096, (uint64_t)i);
+	}
+	tier_store_get_stats(v->base, &b0);
+	uint64_t t0 = v->now_ns;
+	for (int i = 0; i < 2000; i++) {
+		assert_int_equal(env_write(v, (uint64_t)(i % 4) * 4096, 4096, (uint64_t)i + 100), 0);
+		model_write(model, (uint64_t)(i % 4) * 4096, 4096, (uint64_t)i + 100);
+	}
+	tier_store_get_stats(v->base, &b1);
+	struct tier_stats s = env_stats(v);
+	print_message("%.0f virtual ms: flushes %llu (partial %llu), base writes %llu, dirty %llu B\n",
+		      (double)(v->now_ns - t0) / 1e6, (unsigned long long)s.flushes,
+		      (unsigned long long)s.flush_partial,
+		      (unsigned long long)(b1.ops[TIER_STORE_WRITE] - b0.ops[TIER_STORE_WRITE]),
+		      (unsigned long long)s.dirty_bytes);
+	assert_true(v->now_ns - t0 >= 100000000ull);   /* writes went on for > 100 ms */
+	assert_true(s.flush_partial >= 1);
+	assert_true(s.dirty_bytes <= 4 * 4096);        /* extents 8..15 are clean */
+	env_advance_ms(v, 100);                        /* the agent's rest on it ends */
+	env_pump(v);
+	assert_int_equal(env_stats(v).dirty_objects, 0);
+	env_check(v, model, 0, OS);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, OS);
+	free(model);
+	env_free(v);
+}
+
 static size_t count_hitset_objects(struct env *v)
 {
 	struct tier_store_op op;
@@ -402,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_coldest_first_s3fifo),
 		cmocka_unit_test(test_flush_coldest_first),
 		cmocka_unit_test(test_flush_backs_off_when_base_slows),
+		cmocka_unit_test(test_hot_object_flush_progresses),
 		cmocka_unit_test(test_hitset_archive_trim_reload),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
