@@ -6,9 +6,13 @@
  * admitted promotion, and runs the store ops for it.  Shared ops (reads,
  * proxied writes) of one object overlap; exclusive ones (cache writes,
  * drops) run alone; a write never waits on a promotion it could proxy
- * around, but one queued behind a running promotion or eviction waits.  It
- * must never acknowledge a write before the store acknowledged it, and never
- * let a cache copy diverge from base while it is marked CLEAN.
+ * around, but one queued behind a running promotion or eviction waits.  Over
+ * target, extent mode, a write touching only extents the cache lacks goes to
+ * base; admitted bytes not yet in the cache are reserved against the target
+ * until they land.  A cache write on an object being flushed tells the flush
+ * which extents it dirties again.  It must never acknowledge a write before
+ * the store acknowledged it, and never let a cache copy diverge from base
+ * while it is marked CLEAN.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -321,6 +325,8 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 
 /* ---- proxied writes, trims and zeroes ---- */
 
+#define PROXY_NEW_EXTENTS 20   /* ext step: over target, only extents the cache lacks */
+
 static void proxy_cb(struct tier_store_op *op)
 {
 	struct tier__ext *x = op->priv;
@@ -333,6 +339,8 @@ static void proxy_cb(struct tier_store_op *op)
 		r = 0;
 	if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
 		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
+	if (x->step == PROXY_NEW_EXTENTS)
+		o->nproxy--;
 	o->nrun--;
 	tier__ext_finish(e, x, r < 0 ? r : 0);
 	tier__obj_kick(e, o);
@@ -655,11 +663,20 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 			e->st.write_misses++;
 		x->seen |= 2;
 		q_pop(o, x);
+		x->step = PROXY_NEW_EXTENTS;
+		o->nproxy++;
 		start_proxy_write(e, o, x);
 		return true;
 	}
 	if (o->state != TIER__ABSENT) {
-		if (o->nrun)
+		/*
+		 * Cache writes wait for shared ops, except that an overwrite of
+		 * extents the cache holds need not wait for such proxied writes:
+		 * they touch only extents it lacks, and it neither fills from
+		 * base nor makes any extent valid.
+		 */
+		if (o->nrun && !(o->nrun == o->nproxy && !whole &&
+				 range_all_valid(e, o, x->off, x->len)))
 			return false;
 		if (!(x->seen & 2))
 			e->st.write_hits++;

@@ -56,6 +56,7 @@ struct tier__obj {
 	uint32_t len;            /* bytes of the object inside the image */
 	uint16_t flags;
 	uint16_t nrun;           /* shared ops running (reads, proxied writes) */
+	uint16_t nproxy;         /* of them: writes of extents the cache lacks (over target) */
 	uint8_t state;
 };
 
@@ -101,7 +102,7 @@ struct tier__job {
 	uint64_t t_base;                /* engine clock at the last base submit */
 	void *buf;
 	bool obuf;                      /* buf came from tier__obuf_get */
-	uint64_t len, span_off;
+	uint64_t len;
 	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */
 	size_t nops, npending, ndone;
 	uint64_t *snap;                 /* flush: dirty snapshot, re-dirtied, new dirty */

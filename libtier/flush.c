@@ -72,31 +72,57 @@ static void flush_submit(struct tier_store *st, struct tier_store_op *op)
 	}
 }
 
+/*
+ * Cache reads of the dirty runs of the snapshot, runs closer than this
+ * merged into one read: reading the whole span of a sparse bitmap would
+ * cost the cache device up to an object per flush.
+ */
+#define FLUSH_READ_GAP (64u * 1024)
+
+static size_t read_runs(const struct tier__job *j, struct tier_store_op *ops)
+{
+	const struct tier_engine *e = j->e;
+	const struct tier__obj *o = j->obj;
+	uint64_t es = e->p.extent_size, s = 0, t = 0;
+	size_t n = 0;
+
+	for (uint64_t i = 0; i <= e->nbits; i++) {
+		bool d = i < e->nbits && tier__bit(j->snap, i);
+		uint64_t a = i * es, b = (i + 1) * es < o->len ? (i + 1) * es : o->len;
+
+		if (d && t && a - t <= FLUSH_READ_GAP) {
+			t = b;             /* extend the current read */
+			continue;
+		}
+		if ((d || i == e->nbits) && t) {
+			if (ops) {
+				ops[n].off = s;
+				ops[n].len = t - s;
+			}
+			n++;
+			t = 0;
+		}
+		if (d && a < b) {
+			s = a;
+			t = b;
+		}
+	}
+	return n;
+}
+
 static void flush_read(struct tier__job *j)
 {
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
-	uint64_t es = e->p.extent_size, first = UINT64_MAX, last = 0;
+	size_t n = 1;
 
 	j->version = o->version;
-	j->span_off = 0;
 	j->len = o->len;
 	if (o->bits) {
 		memcpy(j->snap, o->bits + e->nwords, e->nwords * 8);
-		for (uint64_t i = 0; i < e->nbits; i++) {
-			if (tier__bit(j->snap, i)) {
-				if (first == UINT64_MAX)
-					first = i;
-				last = i;
-			}
-		}
-		if (first == UINT64_MAX) {
+		n = read_runs(j, NULL);
+		if (!n)
 			j->len = 0;   /* nothing dirty: only the mark to clear */
-		} else {
-			uint64_t end = (last + 1) * es;
-			j->span_off = first * es;
-			j->len = (end < o->len ? end : o->len) - j->span_off;
-		}
 	}
 	j->step = 1;
 	if (!j->len) {
@@ -106,15 +132,27 @@ static void flush_read(struct tier__job *j)
 		flush_cb(&j->op);
 		return;
 	}
-	if (tier__job_obuf(j) < 0) {
+	j->ops = calloc(n, sizeof(*j->ops));
+	if (!j->ops || tier__job_obuf(j) < 0) {
 		flush_done(j, true);
 		return;
 	}
-	job_op(j, &j->op, TIER_STORE_READ);
-	j->op.off = j->span_off;
-	j->op.len = j->len;
-	j->op.buf = j->buf;
-	flush_submit(j->e->cache, &j->op);
+	if (o->bits) {
+		read_runs(j, j->ops);
+	} else {
+		j->ops[0].off = 0;
+		j->ops[0].len = o->len;
+	}
+	j->nops = n;
+	j->npending = n;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = j->ops[i].off, len = j->ops[i].len;
+		job_op(j, &j->ops[i], TIER_STORE_READ);
+		j->ops[i].off = off;
+		j->ops[i].len = len;
+		j->ops[i].buf = (char *)j->buf + off;
+		flush_submit(e->cache, &j->ops[i]);
+	}
 }
 
 /* Dirty runs as base writes; all but the last go out together, the last with FUA. */
@@ -158,7 +196,7 @@ static int flush_plan(struct tier__job *j)
 		job_op(j, &j->ops[j->nops], TIER_STORE_WRITE);
 		j->ops[j->nops].off = s * es;
 		j->ops[j->nops].len = t - s * es;
-		j->ops[j->nops].buf = (char *)j->buf + (s * es - j->span_off);
+		j->ops[j->nops].buf = (char *)j->buf + s * es;
 		j->nops++;
 	}
 	return 0;
@@ -288,12 +326,19 @@ static void flush_cb(struct tier_store_op *op)
 		o->flags &= (uint16_t)~TIER__OF_VUNK;
 		flush_read(j);
 		return;
-	case 1:   /* cache read */
-		if (r < 0) {
-			tier__cache_error(e, r);
+	case 1:   /* cache reads */
+		if (r < 0 && !j->err)
+			j->err = r;
+		if (j->npending && --j->npending)
+			return;
+		if (j->err) {
+			tier__cache_error(e, j->err);
 			flush_done(j, true);
 			return;
 		}
+		free(j->ops);
+		j->ops = NULL;
+		j->nops = 0;
 		if (!o->bits && j->redirtied) {
 			flush_done(j, false);   /* object mode: all of it was written again */
 			return;

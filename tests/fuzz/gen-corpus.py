@@ -191,6 +191,8 @@ def gen_trace():
         "5 disk read 0 512\n9 disk datasync 0 0\n12 disk wait 5 0\n"
         "15 disk write 512 512\r\n20 disk close\n")
     put("trace", "bad", "0,R,0,4096\n5,X,0,1\n")
+    put("trace", "many-files", "fio version 2 iolog\n" +
+        "".join("f%d add\n" % i for i in range(65)))
 
 
 # ---- NBD client byte streams (daemon/nbd*.c) ----

@@ -153,6 +153,163 @@ static void test_crash_base_extent_mode(void **state)
 	crash_everywhere(false, TIER_GRAN_EXTENT);
 }
 
+/*
+ * A flush during which writes land (extent mode, virtual time, so the
+ * writes can arrive at a chosen step of the flush: the cache read, the base
+ * writes, the SETMETA): the flush cleans only what nobody wrote again (a
+ * partial flush).  The process dies after each store op of that script, a
+ * fresh engine rebuilds, and every acknowledged write reads back, before
+ * and after everything is flushed and evicted.
+ */
+#define PF_N 6
+static const struct {
+	uint64_t off, len;
+} pf_w[PF_N] = {
+	{ 0, 4096 }, { 4 * 4096, 4096 }, { 8 * 4096, 4096 },   /* dirty before the flush */
+	{ 4 * 4096, 4096 }, { 12 * 4096, 4096 },               /* land during the flush */
+	{ 0, 8192 },                                           /* after it */
+};
+
+static void pf_wait(struct env *v, struct sreq *r, int n)
+{
+	for (int k = 0; k < 100000; k++) {
+		int done = 0;
+		for (int i = 0; i < n; i++)
+			done += r[i].done;
+		if (done == n)
+			return;
+		if (tier_cq_drain(v->cq) || env_vt_step(v))
+			continue;
+		tier_engine_tick(v->e);
+		if (v->threaded)
+			tier_cq_wait(v->cq, 20);
+	}
+	fail_msg("requests did not complete");
+}
+
+static void pf_script(struct env *v, int at, struct wr *w)
+{
+	static uint8_t bufs[PF_N][8192];
+	struct sreq r[2];
+
+	for (int i = 0; i < PF_N; i++) {
+		w[i].off = pf_w[i].off;
+		w[i].len = pf_w[i].len;
+		w[i].seed = (uint64_t)i + 31;
+		fill(bufs[i], w[i].len, w[i].seed);
+	}
+	for (int i = 0; i < 3; i++)
+		w[i].result = env_io(v, TIER_REQ_WRITE, w[i].off, w[i].len, bufs[i], 0);
+	tier_engine_flush_all(v->e, NULL);
+	/* let the flush get `at` store completions ahead, no ticks */
+	for (int k = 0; k < at; k++) {
+		while (tier_cq_drain(v->cq))
+			;
+		env_vt_step(v);
+	}
+	for (int i = 0; i < 2; i++) {
+		memset(&r[i], 0, sizeof(r[i]));
+		r[i].r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = w[3 + i].off,
+						.len = w[3 + i].len, .buf = bufs[3 + i],
+						.cb = sreq_cb };
+		assert_int_equal(tier_image_submit(v->img, &r[i].r), 0);
+	}
+	pf_wait(v, r, 2);
+	w[3].result = r[0].result;
+	w[4].result = r[1].result;
+	env_pump(v);
+	w[5].result = env_io(v, TIER_REQ_WRITE, w[5].off, w[5].len, bufs[5], 0);
+	env_pump(v);
+}
+
+/* Each byte of object 0: any write not acknowledged may or may not be there. */
+static void pf_verify(struct env *v, const struct wr *w)
+{
+	uint16_t *allow = calloc(OS, sizeof(*allow));
+	uint8_t *got = malloc(OS), *val[PF_N];
+
+	for (uint64_t b = 0; b < OS; b++)
+		allow[b] = 1;                          /* bit 0: never written (zero) */
+	for (int i = 0; i < PF_N; i++) {
+		val[i] = malloc(w[i].len);
+		fill(val[i], w[i].len, w[i].seed);
+		for (uint64_t b = w[i].off; b < w[i].off + w[i].len; b++)
+			allow[b] = (uint16_t)(w[i].result == 0 ? 0 : allow[b]) | (uint16_t)(2u << i);
+	}
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, got, 0), 0);
+	for (uint64_t b = 0; b < OS; b++) {
+		bool ok = (allow[b] & 1) && got[b] == 0;
+		for (int i = 0; i < PF_N && !ok; i++)
+			ok = (allow[b] & (2u << i)) && got[b] == val[i][b - w[i].off];
+		if (!ok)
+			fail_msg("byte %llu: 0x%02x not from an allowed write",
+				 (unsigned long long)b, got[b]);
+	}
+	for (int i = 0; i < PF_N; i++)
+		free(val[i]);
+	free(allow);
+	free(got);
+}
+
+static struct env *pf_env(void)
+{
+	struct tier_params p;
+	struct tier_devmodel_params hdd = { .read_latency_us = 1000, .write_latency_us = 1000 };
+	struct tier_devmodel_params ssd = { .read_latency_us = 100, .write_latency_us = 100 };
+
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	return env_new_vt(&p, &hdd, &ssd, true);
+}
+
+static void test_crash_partial_flush(void **state)
+{
+	struct wr w[PF_N];
+	uint64_t partial = 0, runs = 0;
+	(void)state;
+
+	for (int at = 0; at <= 4; at++) {
+		for (int cs = 0; cs < 2; cs++) {
+			struct env *v = pf_env();
+			struct tier_store *st = cs ? v->cache : v->base;
+			uint64_t before = script_ops(st), total;
+
+			pf_script(v, at, w);
+			total = script_ops(st) - before;
+			for (int i = 0; i < PF_N; i++)
+				assert_int_equal(w[i].result, 0);
+			partial += env_stats(v).flush_partial;
+			pf_verify(v, w);
+			env_free(v);
+			for (uint64_t k = 1; k <= total; k++) {
+				struct tier_store_fault f = { .stop_after = k };
+
+				v = pf_env();
+				tier_store_set_fault(cs ? v->cache : v->base, &f);
+				pf_script(v, at, w);
+				env_kill_engine(v);
+				tier_store_set_fault(v->cache, NULL);
+				tier_store_set_fault(v->base, NULL);
+				assert_int_equal(env_engine(v), 1);
+				pf_verify(v, w);
+				tier_engine_flush_all(v->e, NULL);
+				env_advance_ms(v, 1000);
+				env_pump(v);
+				tier_engine_evict_all(v->e, NULL);
+				env_pump(v);
+				assert_int_equal(env_stats(v).cached_objects, 0);
+				pf_verify(v, w);
+				env_free(v);
+				runs++;
+			}
+		}
+	}
+	/* the script did take the partial-flush path */
+	assert_true(partial >= 4);
+	print_message("partial flush: %llu crash points, %llu partial flushes in the dry runs\n",
+		      (unsigned long long)runs, (unsigned long long)partial);
+}
+
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb;
@@ -234,6 +391,62 @@ static void test_crash_local_every_step(void **state)
 	}
 	assert_true(acked_min < 6);
 	print_message("local cache store: crashed at each of %llu durable steps\n",
+		      (unsigned long long)k);
+}
+
+/*
+ * The partial flush on the local backend, crashing after each durable step
+ * (pre_meta, data, meta, the SETMETA of the partial clean mark, ...).
+ */
+static void test_crash_local_partial_flush(void **state)
+{
+	char dir[64];
+	struct wr w[PF_N];
+	uint64_t k, partial = 0;
+	int acked_min = PF_N, last_acked = 0;
+	(void)state;
+
+	for (k = 1; k < 400; k++) {
+		struct env *v = calloc(1, sizeof(*v));
+		int acked = 0;
+
+		mkdtemp_template(dir);
+		assert_non_null(mkdtemp(dir));
+		v->now_ns = 1000000000ull;
+		v->threaded = true;
+		env_params(&v->p);
+		v->p.promote_granularity = TIER_GRAN_EXTENT;
+		assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+		local_stores(v, dir, k, 0);
+		assert_int_equal(env_engine(v), 1);
+		pf_script(v, 0, w);
+		partial += env_stats(v).flush_partial;
+		env_kill_engine(v);
+		tier_store_destroy(v->base);
+		tier_store_destroy(v->cache);
+		local_stores(v, dir, 0, 0);
+		assert_int_equal(env_engine(v), 1);
+		pf_verify(v, w);
+		tier_engine_flush_all(v->e, NULL);
+		env_advance_ms(v, 1000);
+		env_pump(v);
+		tier_engine_evict_all(v->e, NULL);
+		env_pump(v);
+		assert_int_equal(env_stats(v).cached_objects, 0);
+		pf_verify(v, w);
+		for (int i = 0; i < PF_N; i++)
+			acked += w[i].result == 0;
+		if (acked < acked_min)
+			acked_min = acked;
+		env_free(v);
+		assert_int_equal(nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS), 0);
+		if (acked == PF_N && last_acked == PF_N)
+			break;
+		last_acked = acked;
+	}
+	assert_true(acked_min < PF_N);
+	assert_true(partial >= 1);
+	print_message("local partial flush: crashed at each of %llu durable steps\n",
 		      (unsigned long long)k);
 }
 
@@ -487,7 +700,9 @@ int main(void)
 		cmocka_unit_test(test_crash_cache_extent_mode),
 		cmocka_unit_test(test_crash_base_object_mode),
 		cmocka_unit_test(test_crash_base_extent_mode),
+		cmocka_unit_test(test_crash_partial_flush),
 		cmocka_unit_test(test_crash_local_every_step),
+		cmocka_unit_test(test_crash_local_partial_flush),
 		cmocka_unit_test(test_local_flush_syncs),
 		cmocka_unit_test(test_cache_eio_on_clean_write_proxies),
 		cmocka_unit_test(test_cache_enospc_on_dirty_write_proxies),
