@@ -217,7 +217,8 @@ for v in $VARIANTS; do
 	c) tier_conf "$throttle"; tierd_start; for qd in $QDS; do run c "$qd"; done; tierd_stop ;;
 	d) tier_conf "$throttle" "promote_granularity = extent"; tierd_start
 	   for qd in $QDS; do run d "$qd"; done; tierd_stop ;;
-	e) tier_conf; tierd_start; for qd in $QDS; do run e "$qd"; done; tierd_stop ;;
+	e) tier_conf "promote_max_bytes_sec = 0
+promote_max_objects_sec = 0"; tierd_start; for qd in $QDS; do run e "$qd"; done; tierd_stop ;;
 	esac
 done
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"

@@ -693,7 +693,12 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 	if (!(x->seen & 2))
 		e->st.write_misses++;
 	x->seen |= 2;
-	cost = e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords ? x->len : o->len;
+	/*
+	 * The promotion throttles guard the base pool: an extent-mode admission
+	 * reads nothing from base (it writes only the client's extents), so it
+	 * costs no tokens.
+	 */
+	cost = e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords ? 0 : o->len;
 	if (x->type == TIER_REQ_WRITE && !o->nrun && !(o->flags & TIER__OF_STALE) &&
 	    tier__admit(e, o, true, cost, recent)) {
 		if (e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords) {

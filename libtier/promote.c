@@ -37,11 +37,12 @@ void tier__tokens_refill(struct tier_engine *e)
 		e->tb_objs = capo;
 }
 
+/* bytes == 0: an admission that copies nothing from base, never throttled */
 static bool tokens_take(struct tier_engine *e, uint64_t bytes)
 {
 	bool lb = e->p.promote_max_bytes_sec > 0, lo = e->p.promote_max_objects_sec > 0;
 
-	if (!lb && !lo)
+	if ((!lb && !lo) || bytes == 0)
 		return true;
 	tier__tokens_refill(e);
 	if ((lb && e->tb_bytes < (double)bytes) || (lo && e->tb_objs < 1.0))

@@ -127,10 +127,12 @@ static const struct {
 } presets[] = {
 	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object",
 	  { "min_write_recency_for_promote=0", "min_read_recency_for_promote=0",
-	    "promote_granularity=object", "write_miss=promote", "evict_policy=hitset", NULL } },
-	{ "ceph", "Ceph today: proxy write, recency 1, hitset temperature eviction",
+	    "promote_granularity=object", "write_miss=promote", "evict_policy=hitset",
+	    "promote_max_bytes_sec=0", "promote_max_objects_sec=0", NULL } },
+	{ "ceph", "Ceph today: proxy write, recency 1, hitset eviction, 5 MiB/s + 25/s promotion throttle",
 	  { "min_write_recency_for_promote=1", "min_read_recency_for_promote=1",
-	    "promote_granularity=object", "write_miss=proxy", "evict_policy=hitset", NULL } },
+	    "promote_granularity=object", "write_miss=proxy", "evict_policy=hitset",
+	    "promote_max_bytes_sec=5M", "promote_max_objects_sec=25", NULL } },
 	/*
 	 * Best found (docs/BENCHMARKS.md, "tier-sim"): extent granularity, so a
 	 * write miss never reads a 4 MiB base object; admit on the second touch

@@ -52,8 +52,8 @@ enum tier_write_miss { TIER_WMISS_PROXY = 0, TIER_WMISS_PROMOTE };
 	X(min_write_recency_for_promote, U64, 1, 0, 64)                          \
 	X(hit_set_grade_decay_rate, U64, 20, 0, 100)                             \
 	X(hit_set_search_last_n, U64, 1, 0, 64)                                  \
-	X(promote_max_bytes_sec, BYTES, 0, 0, UINT64_MAX)                        \
-	X(promote_max_objects_sec, U64, 0, 0, UINT64_MAX)                        \
+	X(promote_max_bytes_sec, BYTES, 5ull << 20, 0, UINT64_MAX)               \
+	X(promote_max_objects_sec, U64, 25, 0, UINT64_MAX)                       \
 	X(agent_max_ops, U64, 4, 1, 1024)                                        \
 	X(agent_max_low_ops, U64, 2, 1, 1024)                                    \
 	X(object_size, BYTES, 4ull << 20, 4096, 64ull << 20)                     \

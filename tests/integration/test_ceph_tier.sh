@@ -161,6 +161,8 @@ op_timeout = 20s
 CFG
 		printf '%s\n' "$@"
 		case " $* " in *" hit_set_period ="*) ;; *) echo "hit_set_period = 2s" ;; esac
+		# these sections count promotions, not the default throttle (Ceph's 5M/25 per s)
+		case " $* " in *" promote_max_"*) ;; *) printf 'promote_max_bytes_sec = 0\npromote_max_objects_sec = 0\n' ;; esac
 		printf '[image.disk]\nrbd_image = %s\n' "$image"
 	} >"$WORK/$name.conf"
 }

@@ -325,6 +325,32 @@ static void test_throttle_bytes(void **state)
 	env_free(v);
 }
 
+/* The throttles guard base: extent-mode admissions read nothing and pass. */
+static void test_throttle_spares_extent_admissions(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.promote_max_objects_sec = 1;
+	p.promote_max_bytes_sec = 4096;
+	struct env *v = env_new(&p);
+	(void)state;
+
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 4096, 1), 0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.promote_throttled, 0);
+	assert_int_equal(s.proxy_writes, 0);
+	assert_int_equal(s.cached_objects, 6);
+	/* a read miss copies a whole object from base: that one is throttled */
+	uint8_t b[512];
+	for (int i = 10; i < 13; i++)
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 512, b, 0), 0);
+	env_pump(v);
+	assert_true(env_stats(v).promote_throttled >= 2);
+	env_free(v);
+}
+
 static void test_extent_write_miss_never_reads_base(void **state)
 {
 	struct tier_params p;
@@ -824,6 +850,7 @@ int main(void)
 		cmocka_unit_test(test_mode_switch_to_none_drains),
 		cmocka_unit_test(test_throttle_objects),
 		cmocka_unit_test(test_throttle_bytes),
+		cmocka_unit_test(test_throttle_spares_extent_admissions),
 		cmocka_unit_test(test_extent_write_miss_never_reads_base),
 		cmocka_unit_test(test_over_target_proxies_writes),
 		cmocka_unit_test(test_over_target_extent_new_extents_proxied),

@@ -55,6 +55,9 @@ static inline void env_params(struct tier_params *p)
 	 * (object DIRTY); the default, proxy-then-promote, has its own tests.
 	 */
 	p->write_miss = TIER_WMISS_PROMOTE;
+	/* unthrottled unless a test is about the throttles (default: Ceph's 5M/25) */
+	p->promote_max_bytes_sec = 0;
+	p->promote_max_objects_sec = 0;
 }
 
 /* Virtual time: move the clock to the next store completion, if any. */
