@@ -25,7 +25,7 @@
 #             a served image (names the holder), a wrong keyring (names the
 #             monitors and the cephx id): tierd exits non-zero
 # Environment: CEPH_CONF (required; exit 77 when unset), TIERD, TIERCTL.
-# CT_SECTIONS="io restart mix agent refuse" selects sections (default all).
+# CT_SECTIONS="io restart mix agent refuse outage" selects sections (default all).
 set -euo pipefail
 
 if [ -z "${CEPH_CONF:-}" ]; then
@@ -40,7 +40,7 @@ done
 export CEPH_CONF
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3          # Debian's python: the rados module loads only there
-SECTIONS=${CT_SECTIONS:-io restart mix agent refuse}
+SECTIONS=${CT_SECTIONS:-io restart mix agent refuse outage}
 T=ct$$                       # image name prefix, unique per run
 WORK=$(mktemp -d /tmp/tierd-ceph-it.XXXXXX)
 PIDS=""                      # every tierd started here
@@ -111,6 +111,8 @@ H() { R 120 "$PY" "$WORK/h.py" "$@"; }
 
 cleanup() {
 	local rc=$? p img
+	# never leave the dev cluster's OSD frozen by section_outage
+	[ -n "${FROZEN:-}" ] && kill -CONT "$FROZEN" 2>/dev/null
 	for p in $PIDS; do kill -KILL "$p" 2>/dev/null || true; done
 	for p in $PIDS; do wait "$p" 2>/dev/null || true; done
 	if [ "$rc" != 0 ] || [ "$fails" != 0 ]; then
@@ -515,6 +517,57 @@ section_refuse() {
 	write_conf badkey "$T-om"
 	sed -i "s|^op_timeout = .*|op_timeout = 10s\nkeyring = $WORK/bad.keyring|" "$WORK/badkey.conf"
 	refused badkey "wrong keyring refused" "cannot connect to Ceph monitors [v2:127.0.0.1:" "client.admin"
+}
+
+# ================================================================ outage
+# The base pool going away while tierd serves: a write that needs base waits
+# about op_timeout, then fails with EIO (not a hang, not a crash); when the
+# OSD comes back the same daemon serves again and the data is right.
+section_outage() {
+	log "== outage: base OSD frozen, then back"
+	local pidfile osd t0 t1 out
+	pidfile="$(dirname "$CEPH_CONF")/run/osd.0.pid"
+	[ -f "$pidfile" ] || { bad "outage: no $pidfile (not a ceph-dev-cluster?)"; return; }
+	osd=$(cat "$pidfile")
+	new_image "$T-out" 64M
+	write_conf out "$T-out" "min_write_recency_for_promote = 9" "hit_set_count = 8"
+	sed -i "s|^op_timeout = .*|op_timeout = 3s|" "$WORK/out.conf"
+	start out
+	R 60 qemu-io -f raw -c 'write -P 0x31 0 64k' "$(uri out)" >/dev/null || bad "outage: first write"
+
+	FROZEN=$osd
+	kill -STOP "$osd"
+	t0=$(date +%s)
+	out=$(R 90 qemu-io -f raw -c 'write -P 0x32 8M 64k' "$(uri out)" 2>&1 || true)
+	t1=$(date +%s)
+	case $out in
+	*"Input/output error"*) ok "outage: write to a frozen base pool fails with EIO after $((t1 - t0)) s" ;;
+	*) bad "outage: write during the outage did not fail with EIO: $out" ;;
+	esac
+	[ $((t1 - t0)) -le 60 ] && ok "outage: failed within the op timeout bound" ||
+		bad "outage: took $((t1 - t0)) s with op_timeout 3s"
+	kill -0 "$TPID" 2>/dev/null && ok "outage: tierd still running" || bad "outage: tierd died"
+	kill -CONT "$osd"
+	FROZEN=
+
+	local i done=0
+	for i in $(seq 1 30); do
+		if R 60 qemu-io -f raw -c 'write -P 0x33 8M 64k' "$(uri out)" 2>&1 | grep -q "wrote"; then
+			done=1
+			break
+		fi
+		sleep 1
+	done
+	[ "$done" = 1 ] && ok "outage: writes succeed again after the OSD is back (try $i)" ||
+		bad "outage: no recovery after 30 s"
+	out=$(R 60 qemu-io -f raw -c 'read -P 0x31 0 64k' -c 'read -P 0x33 8M 64k' "$(uri out)" 2>&1)
+	if ! echo "$out" | grep -qi "fail\|error" &&
+	   [ "$(echo "$out" | grep -c '^read 65536/65536 bytes')" = 2 ]; then
+		ok "outage: data reads back after recovery"
+	else
+		bad "outage: data after recovery: $out"
+	fi
+	stop
 }
 
 t0=$(date +%s)
