@@ -9,7 +9,7 @@
 #      as overlay of `base`), then the tier is flushed and removed
 #   c  fio ioengine=nbd through tierd (backend = rados) on the same pools
 #   d  as c with promote_granularity = extent (beyond Ceph)
-#   e  as c without a promotion throttle (tierd's default, unlike Ceph's)
+#   e  as c with both promotion throttles off (tierd's default before ece7af3)
 # with the same tier settings for b, c, d and e: target, ratios, hitsets,
 # recency, and for c and d the promotion throttle of Ceph's OSDs
 # (osd_tier_promote_max_bytes_sec / _objects_sec, read from the cluster).  Each run starts with an empty

@@ -3,8 +3,10 @@
 # Seed 004 on the local backend: 4 KiB random writes, zipf:1.1, over an image
 # 4x the cache target, at QD 1/2/4/8/16, against three tier configurations
 # started one after the other with a fresh data directory each:
-#   a) promote:  write_miss = promote, recency 0  (Ceph without proxy write)
-#   b) proxy:    write_miss = proxy, recency 1, hitset eviction (Ceph with it)
+#   a) promote:  write_miss = promote, recency 0, no promotion throttle
+#                (Ceph without proxy write; tier-sim's promote-always preset)
+#   b) proxy:    write_miss = proxy, recency 1, hitset eviction, the default
+#                promotion throttle (Ceph's 5 MiB/s, 25/s; tier-sim's ceph)
 #   c) extent:   promote_granularity = extent (tierd's best, tier-sim preset)
 # Base pool = `hdd` device model, cache pool = `ssd` (docs/DEVICE-MODEL.md).
 # Prints one table per configuration and a side-by-side summary; CSV and JSON
@@ -48,7 +50,8 @@ trap cleanup EXIT
 tier_section() {
 	case "$1" in
 	promote) printf '%s\n' "write_miss = promote" "promote_granularity = object" \
-		"min_write_recency_for_promote = 0" "min_read_recency_for_promote = 0" ;;
+		"min_write_recency_for_promote = 0" "min_read_recency_for_promote = 0" \
+		"promote_max_bytes_sec = 0" "promote_max_objects_sec = 0" ;;
 	proxy) printf '%s\n' "write_miss = proxy" "promote_granularity = object" \
 		"min_write_recency_for_promote = 1" "min_read_recency_for_promote = 1" ;;
 	extent) printf '%s\n' "promote_granularity = extent" \
