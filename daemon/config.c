@@ -84,6 +84,7 @@ static const struct kdesc global_keys[] = {
 	CFG("prometheus", T_ADDR_OPT, prometheus, 0, 0),
 	CFG("max_requests_per_conn", T_U32, max_requests_per_conn, 1, 4096),
 	CFG("max_bytes_per_conn", T_BYTES, max_bytes_per_conn, 1ull << 20, 4ull << 30),
+	CFG("handshake_timeout", T_MS, handshake_timeout_ms, 1000, 3600000),
 	{NULL, 0, 0, 0, 0, 0},
 };
 
@@ -729,6 +730,7 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->log_level = TIER_LOG_INFO;
 	c->max_requests_per_conn = 64;
 	c->max_bytes_per_conn = 64ull << 20;
+	c->handshake_timeout_ms = 30000;
 	c->data_dir = xstrdup("/var/lib/tierd");
 	tier_devmodel_profile("hdd", &c->base_model);
 	tier_devmodel_profile("ssd", &c->cache_model);

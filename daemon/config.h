@@ -38,6 +38,7 @@ struct tierd_config {
 	char *prometheus;           /* "127.0.0.1:9464" or NULL = off */
 	uint32_t max_requests_per_conn;   /* backpressure caps */
 	uint64_t max_bytes_per_conn;
+	uint64_t handshake_timeout_ms;    /* NBD option haggling deadline */
 	/* [local] */
 	char *data_dir;
 	struct tier_devmodel_params base_model, cache_model;

@@ -492,6 +492,7 @@ static int do_reload(struct tierd *d, char *err, size_t errlen)
 	nc->backend = d->cfg->backend;
 	d->log_level = nc->log_level;
 	nbd_server_set_limits(d->nbd, nc->max_requests_per_conn, nc->max_bytes_per_conn);
+	nbd_server_set_handshake_timeout(d->nbd, nc->handshake_timeout_ms);
 	{
 		struct tierd_config *old = d->cfg;
 
@@ -615,6 +616,7 @@ static int start(struct tierd *d)
 		.loop = &d->loop,
 		.max_requests_per_conn = d->cfg->max_requests_per_conn,
 		.max_bytes_per_conn = d->cfg->max_bytes_per_conn,
+		.handshake_timeout_ms = d->cfg->handshake_timeout_ms,
 		.log = tierd_log_cb,
 		.log_arg = d,
 	};

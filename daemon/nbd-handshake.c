@@ -6,10 +6,13 @@
  * learns about each export.  Input that breaks the handshake framing (bad
  * magic, unknown client flags, absurd option lengths) closes that connection
  * and nothing else; it must never trust a length before checking it against
- * what is buffered.
+ * what is buffered.  A client must reach transmission within the handshake
+ * deadline, and option replies it does not read stop the server reading its
+ * options (so memory stays bounded).
  */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,6 +69,8 @@ static void wblock_cb(uv_write_t *wr, int status)
 		nbd__conn_close(c, uv_strerror(status));
 	else if (c->closing || c->draining)
 		nbd__conn_maybe_finish(c);
+	else if (c->paused)
+		nbd__conn_resume(c);    /* replies went out: read options again */
 }
 
 /* Queue a + b as one write.  -1 (and the connection closes) on failure. */
@@ -118,6 +123,19 @@ static int opt_error(struct nbd_conn *c, uint32_t opt, uint32_t reply, const cha
 	return opt_reply(c, opt, reply, msg, strlen(msg));
 }
 
+/* A client that never finishes haggling must not hold a connection forever. */
+static void hs_timeout_cb(uv_timer_t *t)
+{
+	struct nbd_conn *c = t->data;
+	char why[96];
+
+	if (c->exp || c->closing)
+		return;
+	snprintf(why, sizeof(why), "handshake not finished within %llu ms",
+		 (unsigned long long)c->s->hs_timeout_ms);
+	nbd__conn_close(c, why);
+}
+
 void nbd__handshake_start(struct nbd_conn *c)
 {
 	struct nbd_new_handshake h = {
@@ -125,9 +143,27 @@ void nbd__handshake_start(struct nbd_conn *c)
 		.version = htobe64(NBD_NEW_VERSION),
 		.gflags = htobe16(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES),
 	};
+	int rc;
 
 	c->state = NBD_CS_CLIENT_FLAGS;
+	rc = uv_timer_init(c->s->loop, &c->hs_timer);
+	if (rc < 0) {
+		nbd__conn_close(c, uv_strerror(rc));
+		return;
+	}
+	c->hs_timer.data = c;
+	c->hs_timer_inited = true;
+	c->handles_open++;
+	uv_timer_start(&c->hs_timer, hs_timeout_cb, c->s->hs_timeout_ms, 0);
 	conn_send2(c, &h, sizeof(h), NULL, 0);
+}
+
+void nbd__handshake_finish(struct nbd_conn *c, struct nbd_export *x)
+{
+	if (c->hs_timer_inited)
+		uv_timer_stop(&c->hs_timer);
+	c->exp = x;
+	c->state = NBD_CS_REQ_HDR;
 }
 
 /* ---- options ---- */
@@ -155,8 +191,7 @@ static int opt_export_name(struct nbd_conn *c, const uint8_t *data, uint32_t len
 	f.eflags = htobe16(x->eflags);
 	if (conn_send2(c, &f, sizeof(f), zeroes, c->no_zeroes ? 0 : sizeof(zeroes)) < 0)
 		return -1;
-	c->exp = x;
-	c->state = NBD_CS_REQ_HDR;
+	nbd__handshake_finish(c, x);
 	return 1;
 }
 
@@ -233,10 +268,8 @@ static int opt_info_go(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint3
 	}
 	if (opt_reply(c, opt, NBD_REP_ACK, NULL, 0) < 0)
 		return -1;
-	if (opt == NBD_OPT_GO) {
-		c->exp = x;
-		c->state = NBD_CS_REQ_HDR;
-	}
+	if (opt == NBD_OPT_GO)
+		nbd__handshake_finish(c, x);
 	return 1;
 invalid:
 	return opt_error(c, opt, NBD_REP_ERR_INVALID, "malformed INFO/GO request") < 0 ? -1 : 1;

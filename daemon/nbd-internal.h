@@ -23,6 +23,8 @@
 #define NBD_POOL_MAX_BYTES        (256ull << 20)     /* free buffers kept */
 #define NBD_DEFAULT_MAX_REQUESTS  64u
 #define NBD_DEFAULT_MAX_BYTES     (64ull << 20)
+#define NBD_DEFAULT_HS_TIMEOUT_MS 30000u
+#define NBD_HS_MAX_WRITES         64u      /* option replies queued: stop reading */
 
 _Static_assert((NBD_BUF_MIN << (NBD_BUF_CLASSES - 1)) == NBD_MAX_BLOCK_SIZE,
 	       "buffer classes must reach the largest payload");
@@ -90,6 +92,10 @@ struct nbd_conn {
 	enum nbd_conn_state state;
 	bool no_zeroes, structured;
 	bool paused, in_process, closing, draining, handle_closing;
+	/* handshake deadline; the conn is freed once every handle is closed */
+	uv_timer_t hs_timer;
+	bool hs_timer_inited;
+	unsigned handles_open;
 	struct nbd_export *exp;
 	/* input */
 	uint8_t *rbuf;
@@ -125,6 +131,7 @@ struct nbd_server {
 	void *log_arg;
 	uint32_t max_requests;
 	uint64_t max_bytes;
+	uint64_t hs_timeout_ms;
 	struct nbd_export *exports;
 	struct nbd_listener *listeners;
 	size_t n_listeners_open;
@@ -149,6 +156,7 @@ void nbd__server_check_done(struct nbd_server *s);
 
 void nbd__conn_accept(struct nbd_server *s, uv_stream_t *listener, bool is_tcp);
 void nbd__conn_process(struct nbd_conn *c);
+void nbd__conn_resume(struct nbd_conn *c);
 void nbd__conn_close(struct nbd_conn *c, const char *why);
 void nbd__conn_drain(struct nbd_conn *c);
 void nbd__conn_maybe_finish(struct nbd_conn *c);
@@ -157,6 +165,8 @@ void nbd__read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
 /* nbd-handshake.c */
 void nbd__handshake_start(struct nbd_conn *c);
+/* Option haggling is over: serve x from now on (stops the deadline). */
+void nbd__handshake_finish(struct nbd_conn *c, struct nbd_export *x);
 /* One handshake step on buffered input: 1 progressed, 0 needs more, -1 closing. */
 int nbd__handshake_step(struct nbd_conn *c);
 void nbd__listeners_close(struct nbd_server *s);

@@ -96,8 +96,6 @@ static struct nbd_req *req_get(struct nbd_conn *c)
 	return r;
 }
 
-static void conn_resume(struct nbd_conn *c);
-
 /* The request is answered (or dropped): give everything back. */
 static void req_release(struct nbd_req *r)
 {
@@ -114,7 +112,7 @@ static void req_release(struct nbd_req *r)
 	if (c->closing || c->draining)
 		nbd__conn_maybe_finish(c);
 	else if (c->paused)
-		conn_resume(c);
+		nbd__conn_resume(c);
 }
 
 /* ---- errors ---- */
@@ -276,6 +274,9 @@ static bool conn_over_caps(const struct nbd_conn *c)
 {
 	const struct nbd_server *s = c->s;
 
+	/* handshake: a client sending options without reading the replies */
+	if (!c->exp)
+		return c->writes_pending >= NBD_HS_MAX_WRITES;
 	return c->in_flight >= s->max_requests || c->in_bytes >= s->max_bytes;
 }
 
@@ -413,8 +414,16 @@ void nbd__conn_process(struct nbd_conn *c)
 				break;
 			conn_payload_done(c);
 		} else {
-			int rc = nbd__handshake_step(c);
+			int rc;
 
+			if (conn_over_caps(c)) {
+				if (!c->paused) {
+					c->paused = true;
+					uv_read_stop(&c->h.stream);
+				}
+				break;
+			}
+			rc = nbd__handshake_step(c);
 			if (rc <= 0)
 				break;
 		}
@@ -422,7 +431,7 @@ void nbd__conn_process(struct nbd_conn *c)
 	c->in_process = false;
 }
 
-static void conn_resume(struct nbd_conn *c)
+void nbd__conn_resume(struct nbd_conn *c)
 {
 	if (conn_over_caps(c))
 		return;
@@ -488,6 +497,8 @@ static void conn_close_cb(uv_handle_t *h)
 	struct nbd_conn *c = h->data;
 	struct nbd_server *s = c->s;
 
+	if (--c->handles_open)
+		return;    /* the socket or the handshake timer is still closing */
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -513,6 +524,8 @@ void nbd__conn_maybe_finish(struct nbd_conn *c)
 	if (c->draining && !c->closing && (c->in_flight || c->writes_pending))
 		return;
 	c->handle_closing = true;
+	if (c->hs_timer_inited)
+		uv_close((uv_handle_t *)&c->hs_timer, conn_close_cb);
 	uv_close(&c->h.handle, conn_close_cb);
 }
 
@@ -571,6 +584,7 @@ void nbd__conn_accept(struct nbd_server *s, uv_stream_t *listener, bool is_tcp)
 		free(c);
 		return;
 	}
+	c->handles_open = 1;
 	c->h.handle.data = c;
 	c->next = s->conns;
 	if (s->conns)
@@ -609,6 +623,7 @@ int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out)
 	s->log = o->log;
 	s->log_arg = o->log_arg;
 	nbd_server_set_limits(s, o->max_requests_per_conn, o->max_bytes_per_conn);
+	nbd_server_set_handshake_timeout(s, o->handshake_timeout_ms);
 	*out = s;
 	return 0;
 }
@@ -621,7 +636,12 @@ void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests, uint64_t
 	s->max_bytes = max_bytes ? max_bytes : NBD_DEFAULT_MAX_BYTES;
 	for (c = s->conns; c; c = c->next)
 		if (c->paused && !c->closing && !c->draining)
-			conn_resume(c);
+			nbd__conn_resume(c);
+}
+
+void nbd_server_set_handshake_timeout(struct nbd_server *s, uint64_t ms)
+{
+	s->hs_timeout_ms = ms ? ms : NBD_DEFAULT_HS_TIMEOUT_MS;
 }
 
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only)

@@ -23,6 +23,9 @@ struct nbd_server_opts {
 	 * requests / payload bytes are in flight.  0 = defaults (64, 64 MiB). */
 	uint32_t max_requests_per_conn;
 	uint64_t max_bytes_per_conn;
+	/* A client that has not finished option haggling this long after
+	 * connecting is disconnected.  0 = default (30 s). */
+	uint64_t handshake_timeout_ms;
 	tier_log_fn log;      /* may be NULL */
 	void *log_arg;
 };
@@ -47,6 +50,10 @@ int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool rea
 /* Change the backpressure caps (config reload); applies to new decisions. */
 void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests,
 			   uint64_t max_bytes);
+
+/* Change the handshake deadline (0 = default); applies to connections
+ * accepted afterwards. */
+void nbd_server_set_handshake_timeout(struct nbd_server *s, uint64_t ms);
 
 /*
  * Stop accepting, stop reading new requests, let requests already read

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 """Protocol abuse against a running NBD server, with a raw socket.
 
-usage: nbd_abuse.py SOCKET_PATH RW_EXPORT RO_EXPORT
+usage: nbd_abuse.py SOCKET_PATH RW_EXPORT RO_EXPORT [HANDSHAKE_TIMEOUT_S]
+
+With HANDSHAKE_TIMEOUT_S (the server's handshake_timeout), the handshake
+deadline cases run too.
 
 Each case sends broken or hostile input and checks the documented answer
 (an NBD error reply with the connection still usable, or the connection
@@ -13,6 +16,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 NBD_MAGIC = 0x4E42444D41474943
 IHAVEOPT = 0x49484156454F5054
@@ -28,6 +32,7 @@ EPERM, EINVAL, ENOSPC, EOVERFLOW = 1, 22, 28, 75
 FLAG_READ_ONLY = 1 << 1
 
 SOCK, RW, RO = sys.argv[1], sys.argv[2], sys.argv[3]
+HS_TIMEOUT = float(sys.argv[4]) if len(sys.argv) > 4 else None
 TIMEOUT = 10.0
 
 
@@ -189,6 +194,25 @@ def case_bad_option_payloads():
     expect_closed(s)
 
 
+def case_option_flood_unread_replies():
+    """Options sent without reading the replies: the server stops reading
+    (its replies queue up) instead of buffering replies without bound."""
+    s = connect_raw()
+    s.settimeout(2.0)
+    chunk = struct.pack(">QII", IHAVEOPT, OPT_LIST, 0) * 4096   # 64 KiB
+    sent, limit = 0, 256 << 20
+    try:
+        while sent < limit:
+            sent += s.send(chunk)
+    except (socket.timeout, BrokenPipeError, ConnectionResetError):
+        pass
+    s.close()
+    # about 0.3 MiB gets in (socket buffers, the read buffer); without the
+    # cap the server swallowed over 7 MiB within the 1 s handshake deadline
+    assert sent < (2 << 20), "server took %d MiB of options without the replies " \
+        "being read" % (sent >> 20)
+
+
 def case_export_name_unknown():
     s = connect_raw()
     send_opt(s, OPT_EXPORT_NAME, b"nope")
@@ -327,14 +351,60 @@ def case_disconnect_mid_flight():
     s.close()   # replies have nowhere to go
 
 
+# ---- handshake deadline (only with HANDSHAKE_TIMEOUT_S) ----
+
+def closed_by_deadline(s, what):
+    """The server closes s after about HS_TIMEOUT seconds, not before."""
+    t0 = time.monotonic()
+    s.settimeout(HS_TIMEOUT + 3)
+    expect_closed(s)
+    dt = time.monotonic() - t0
+    assert dt >= HS_TIMEOUT * 0.5, "%s: closed after %.2f s, before the deadline" % (what, dt)
+    assert dt <= HS_TIMEOUT + 2, "%s: closed only after %.2f s" % (what, dt)
+    s.close()
+
+
+def hs_case_silent_client():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(SOCK)            # not even the greeting is read
+    closed_by_deadline(s, "silent client")
+
+
+def hs_case_client_flags_only():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(TIMEOUT)
+    s.connect(SOCK)
+    recvn(s, 18)
+    s.sendall(struct.pack(">I", 3))
+    closed_by_deadline(s, "client flags only")
+
+
+def hs_case_haggling_forever():
+    s = connect_raw()
+    send_opt(s, OPT_LIST)
+    while recv_opt_reply(s)[1] != REP_ACK:
+        pass
+    closed_by_deadline(s, "options but never GO")
+
+
+def hs_case_idle_transmission_kept():
+    s, _, _ = connect(RW)
+    time.sleep(HS_TIMEOUT + 1)  # past the deadline: transmission is not timed
+    req(s, CMD_READ, 0, 512, cookie=77)
+    err, cookie, _ = simple_reply(s, 512)
+    assert err == 0 and cookie == 77, "idle connection in transmission was dropped"
+
+
 CASES = [v for k, v in sorted(globals().items()) if k.startswith("case_")]
+if HS_TIMEOUT is not None:
+    CASES += [v for k, v in sorted(globals().items()) if k.startswith("hs_case_")]
 
 
 def main():
     failed = 0
     healthy()
     for c in CASES:
-        name = c.__name__[5:]
+        name = c.__name__.split("case_", 1)[1]
         try:
             c()
             healthy()
