@@ -87,6 +87,7 @@ static void test_empty_file_gives_defaults(void **state)
 	assert_null(c->prometheus);
 	assert_int_equal(c->max_requests_per_conn, 64);
 	assert_int_equal(c->max_bytes_per_conn, 64u << 20);
+	assert_int_equal(c->handshake_timeout_ms, 30000);
 	assert_false(c->direct_io);
 	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
 	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
@@ -204,6 +205,8 @@ static void test_bad_values_and_ranges(void **state)
 	load_fails("[global]\nmax_requests_per_conn = 0\n", -ERANGE, 2, "(allowed: 1..4096)");
 	load_fails("[global]\nmax_bytes_per_conn = 12Q\n", -EINVAL, 2, "bad value '12Q'");
 	load_fails("[global]\nprometheus = nope\n", -EINVAL, 2, "HOST:PORT");
+	load_fails("[global]\nhandshake_timeout = 500ms\n", -ERANGE, 2, "handshake_timeout");
+	load_fails("[global]\nhandshake_timeout = 2h\n", -ERANGE, 2, "handshake_timeout");
 	load_fails("[local]\nbase_profile = nvme\n", -EINVAL, 2, "(allowed: hdd|ssd|none)");
 	load_fails("[local]\ndirect_io = perhaps\n", -EINVAL, 2, "true|false");
 	load_fails("[local]\ncache_latency_us = 20000000\n", -ERANGE, 2, "0..10000000");
