@@ -569,6 +569,7 @@ static void drop_cb(struct tier_store_op *op)
 		}
 		x->step = 11;
 		op_init(x, TIER_STORE_REMOVE, drop_cb);
+		x->op.flags = fua(x);   /* FUA: the copy must not come back either */
 		submit_or_fail(e, e->cache, x);
 		goto out;
 	}

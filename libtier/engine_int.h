@@ -108,7 +108,7 @@ struct tier__job {
 	uint64_t *snap;                 /* flush: dirty snapshot, re-dirtied, new dirty */
 	bool redirtied;                 /* flush: a cache write started during it */
 	uint64_t t_start_ms;
-	struct tier__job *fnext;        /* flush: the engine's list of flushes in flight */
+	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
 	struct tier_store_op op;
 	uint8_t meta[];                 /* TIER_META_MAX */
 };
@@ -152,6 +152,7 @@ struct tier_engine {
 	uint64_t n_promoting, promoting_bytes;   /* admitted, not yet cached */
 	uint64_t n_resv, resv_bytes;    /* admitted: queued promotions, new extents in flight */
 	struct tier__job *flushes;      /* flush jobs in flight */
+	struct tier__job *syncs;        /* sync jobs in flight (a FLUSH waits for them too) */
 	struct tier__hot { uint64_t key, until_ms; } *hot;   /* TIER__OF_HOT objects */
 	size_t n_hot, cap_hot;
 	struct tier__hitsets *hs;

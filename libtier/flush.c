@@ -24,7 +24,8 @@
 
 static void flush_cb(struct tier_store_op *op);
 
-static void flush_done(struct tier__job *j, bool failed)
+/* End the job; the caller kicks the object's queue. */
+static void flush_end(struct tier__job *j, bool failed)
 {
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
@@ -46,6 +47,14 @@ static void flush_done(struct tier__job *j, bool failed)
 	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
 	e->agent_flushing--;
 	tier__job_free(j);
+}
+
+static void flush_done(struct tier__job *j, bool failed)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+
+	flush_end(j, failed);
 	tier__obj_kick(e, o);
 	tier__agent_run(e);
 	tier__deliver(e);
@@ -343,11 +352,12 @@ static void flush_cb(struct tier_store_op *op)
 			flush_done(j, false);   /* object mode: all of it was written again */
 			return;
 		}
-		if (flush_plan(j) < 0 || !j->nops) {
-			if (j->nops)
-				flush_done(j, true);
-			else
-				flush_setmeta(j);
+		if (flush_plan(j) < 0) {
+			flush_done(j, true);   /* base got nothing: nothing may be marked clean */
+			return;
+		}
+		if (!j->nops) {
+			flush_setmeta(j);
 			return;
 		}
 		flush_base_writes(j, false);
@@ -418,6 +428,8 @@ void tier__flush_resume(struct tier_engine *e, struct tier__obj *o)
 			continue;
 		if (j->step == 5)
 			flush_setmeta(j);
+		else if (j->step == 6 && o->state != TIER__DIRTY)
+			flush_end(j, false);   /* a drop it waited for removed the copy */
 		else if (j->step == 6)
 			flush_begin(j);
 		return;
@@ -523,8 +535,14 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
  */
 static void sync_put(struct tier__job *j)
 {
+	struct tier__job **pp = &j->e->syncs;
+
 	if (--j->npending)
 		return;
+	while (*pp && *pp != j)
+		pp = &(*pp)->fnext;
+	if (*pp)
+		*pp = j->fnext;
 	if (j->req)
 		tier__req_put(j->e, j->req, j->err ? -EIO : 0);
 	tier__job_free(j);
@@ -559,6 +577,10 @@ static void sync_one(struct tier_engine *e, struct tier_image *img, struct tier_
 	if (req)
 		req->pending++;
 	j->npending = 1;   /* guard */
+	j->version = key;
+	j->len = flags;
+	j->fnext = e->syncs;
+	e->syncs = j;
 	for (int i = 0; i < 2; i++) {
 		struct tier_store_op *op = &j->ops[i];
 		if (!(flags & fl[i]))
@@ -603,9 +625,20 @@ static void sync_keys(struct tier_engine *e, struct tier_image *only, struct tie
 	e->n_unsync = w;
 }
 
+/*
+ * A FLUSH covers every write acknowledged before it, also those whose sync
+ * an earlier FLUSH or the background already started (their UNSYNC flags
+ * are gone): sync those objects again for this request (a second fdatasync
+ * waits for the first's writeback), rather than answer before they land.
+ */
 void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req)
 {
 	req->pending++;   /* guard while fanning out */
+	for (struct tier__job *j = e->syncs, *n; j; j = n) {
+		n = j->fnext;   /* new jobs go in front: not visited */
+		if (j->img == img)
+			sync_one(e, img, req, j->version, (uint16_t)j->len);
+	}
 	sync_keys(e, img, req);
 	tier__req_put(e, req, 0);
 }
