@@ -123,6 +123,8 @@ static void submit_or_fail(struct tier_engine *e, struct tier_store *st, struct 
 
 	if (st == e->base)
 		x->t_base = tier__eng_now_ns(e);
+	if (x->op.opcode == TIER_STORE_REMOVE)
+		tier__note_remove(e, st, x->op.flags);
 	rc = tier_store_submit(st, &x->op);
 
 	if (rc < 0) {

@@ -109,6 +109,7 @@ struct tier__job {
 	bool redirtied;                 /* flush: a cache write started during it */
 	uint64_t t_start_ms;
 	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
+	uint64_t ops_gen[2];            /* remove barrier: rm_gen covered, per pool */
 	struct tier_store_op op;
 	uint8_t meta[];                 /* TIER_META_MAX */
 };
@@ -153,6 +154,12 @@ struct tier_engine {
 	uint64_t n_resv, resv_bytes;    /* admitted: queued promotions, new extents in flight */
 	struct tier__job *flushes;      /* flush jobs in flight */
 	struct tier__job *syncs;        /* sync jobs in flight (a FLUSH waits for them too) */
+	/*
+	 * Non-FUA removes (evict, drops, whole-object trims) per pool [cache,
+	 * base] and how many of them a completed directory barrier covers:
+	 * a FLUSH issues a barrier on every pool where the two differ.
+	 */
+	uint64_t rm_gen[2], rm_synced[2];
 	struct tier__hot { uint64_t key, until_ms; } *hot;   /* TIER__OF_HOT objects */
 	size_t n_hot, cap_hot;
 	struct tier__hitsets *hs;
@@ -259,6 +266,8 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req);
 void tier__sync_background(struct tier_engine *e);
+/* Record that a REMOVE without FUA went to st (see rm_gen). */
+void tier__note_remove(struct tier_engine *e, struct tier_store *st, uint32_t flags);
 /* A cache write of [off, off+len) starts on an object being flushed. */
 void tier__flush_redirty(struct tier_engine *e, struct tier__obj *o, uint32_t off, uint32_t len);
 /* The object's cache write finished: a flush waiting to mark it goes on. */

@@ -13,6 +13,7 @@
  * for it at the guarded version, and never remove a copy whose version moved.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -518,6 +519,7 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j->op.cb = evict_cb;
 	j->op.priv = j;
 	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
+	tier__note_remove(e, e->cache, j->op.flags);
 	if (tier_store_submit(e->cache, &j->op) < 0) {
 		j->op.result = -EINVAL;
 		evict_cb(&j->op);
@@ -625,6 +627,64 @@ static void sync_keys(struct tier_engine *e, struct tier_image *only, struct tie
 	e->n_unsync = w;
 }
 
+void tier__note_remove(struct tier_engine *e, struct tier_store *st, uint32_t flags)
+{
+	if (!(flags & TIER_STORE_F_FUA))
+		e->rm_gen[st == e->base]++;
+}
+
+static void barrier_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_engine *e = j->e;
+	int pool = (int)(op - j->ops);
+
+	/* the barrier object never exists: ENOENT is the expected answer */
+	if ((op->result >= 0 || op->result == -ENOENT) && e->rm_synced[pool] < j->ops_gen[pool])
+		e->rm_synced[pool] = j->ops_gen[pool];
+	sync_cb(op);
+}
+
+/*
+ * Removes are made durable by the directory (local) or the OSD (rados), not
+ * by syncing an object: a FUA REMOVE of an object that never exists is the
+ * barrier that covers every earlier remove on that pool.
+ */
+static void sync_removes(struct tier_engine *e, struct tier_image *img, struct tier_request *req)
+{
+	struct tier_store *st[2] = { e->cache, e->base };
+	struct tier__job *j;
+
+	if (e->rm_gen[0] == e->rm_synced[0] && e->rm_gen[1] == e->rm_synced[1])
+		return;
+	j = tier__job_new(e, TIER__J_SYNC, img, NULL);
+	if (!j || !(j->ops = calloc(2, sizeof(*j->ops)))) {
+		tier__job_free(j);
+		if (!req->first_err)
+			req->first_err = -ENOMEM;
+		return;
+	}
+	j->req = req;
+	req->pending++;
+	j->npending = 1;   /* guard */
+	for (int i = 0; i < 2; i++) {
+		struct tier_store_op *op = &j->ops[i];
+
+		if (e->rm_gen[i] == e->rm_synced[i])
+			continue;
+		j->ops_gen[i] = e->rm_gen[i];
+		op->opcode = TIER_STORE_REMOVE;
+		op->flags = TIER_STORE_F_FUA;
+		op->cb = barrier_cb;
+		op->priv = j;
+		snprintf(op->oid, sizeof(op->oid), "tier.sync-barrier");
+		j->npending++;
+		if (tier_store_submit(st[i], op) < 0)
+			j->npending--;
+	}
+	sync_put(j);
+}
+
 /*
  * A FLUSH covers every write acknowledged before it, also those whose sync
  * an earlier FLUSH or the background already started (their UNSYNC flags
@@ -640,6 +700,7 @@ void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier
 			sync_one(e, img, req, j->version, (uint16_t)j->len);
 	}
 	sync_keys(e, img, req);
+	sync_removes(e, img, req);
 	tier__req_put(e, req, 0);
 }
 

@@ -545,8 +545,15 @@ static int do_remove(struct opctx *c)
 	char side[NAME_MAX + 1];
 	int rc;
 
-	if (c->fd < 0)
+	if (c->fd < 0) {
+		/* a FUA remove is a barrier for earlier unlinks, even of nothing */
+		if (c->op->flags & TIER_STORE_F_FUA) {
+			rc = sync_fd(c->L->dirfd, false);
+			if (rc < 0)
+				return rc;
+		}
 		return -ENOENT;
+	}
 	if ((rc = step(c->L)) < 0)
 		return rc;
 	if (unlinkat(c->L->dirfd, c->enc, 0) < 0)

@@ -268,6 +268,46 @@ static void test_local_flush_waits_for_sync_in_flight(void **state)
  * the exclusive op) finds the object gone when it resumes: it ends quietly,
  * it does not read a removed object and call that a cache pool failure.
  */
+/*
+ * Power loss and removes: an evict (a REMOVE without FUA) must be covered by
+ * the next FLUSH, or a rebooted machine could bring the cache copy back over
+ * newer base data.  FLUSH sends a FUA REMOVE barrier to the pool that had
+ * unsynced removes, once; a FLUSH with nothing new removed sends none.
+ */
+static uint64_t removes(struct tier_store *st)
+{
+	struct tier_store_stats s;
+
+	tier_store_get_stats(st, &s);
+	return s.ops[TIER_STORE_REMOVE];
+}
+
+static void test_flush_covers_unsynced_removes(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	struct env *v = env_new(&p);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	uint64_t c0 = removes(v->cache), b0 = removes(v->base);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(removes(v->cache), c0);          /* nothing removed: no barrier */
+
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	uint64_t c1 = removes(v->cache);
+	assert_true(c1 > c0);                              /* the evict itself */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(removes(v->cache), c1 + 1);      /* one barrier on cache */
+	assert_int_equal(removes(v->base), b0);           /* none on base */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(removes(v->cache), c1 + 1);      /* covered: not again */
+	env_free(v);
+}
+
 static void test_flush_waiting_on_drop(void **state)
 {
 	struct env *v = env_new(NULL);
@@ -302,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_crash_trim_zero),
 		cmocka_unit_test(test_crash_local_trim_zero),
 		cmocka_unit_test(test_flush_waiting_on_drop),
+		cmocka_unit_test(test_flush_covers_unsynced_removes),
 		cmocka_unit_test(test_local_flush_waits_for_sync_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
