@@ -7,7 +7,6 @@
  * the loop (requests are small and bounded; a slow client is cut off).
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,79 +36,43 @@ struct prom_conn {
 	char req[PROM_REQ_MAX];
 };
 
-struct sbuf {
-	char *s;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n >= 0 && (size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = b->cap * 2 + (size_t)(n > 0 ? n : 0);
-		char *s = realloc(b->s, cap);
-
-		if (!s) {
-			b->oom = 1;
-			return;
-		}
-		b->s = s;
-		b->cap = cap;
-	}
-}
-
 char *tierd_prom_render(struct tier_engine *e, size_t *len)
 {
 	static const char *const kinds[TIER_LAT_KINDS] = { "read", "write", "other" };
 	static const double qs[] = { 0.5, 0.99, 0.999 };
-	struct sbuf b = { .cap = 8192 };
 	struct tier_stats st;
+	char *out = NULL;
+	FILE *b = open_memstream(&out, len);
 
-	b.s = malloc(b.cap);
-	if (!b.s)
+	if (!b)
 		return NULL;
-	b.s[0] = '\0';
 	tier_engine_get_stats(e, &st);
 #define PROM_COUNTER(n)                                                          \
-	sb_printf(&b, "# TYPE tierd_" #n "_total counter\ntierd_" #n "_total %llu\n", \
-		  (unsigned long long)st.n);
+	fprintf(b, "# TYPE tierd_" #n "_total counter\ntierd_" #n "_total %llu\n",  \
+		(unsigned long long)st.n);
 #define PROM_GAUGE(n)                                                            \
-	sb_printf(&b, "# TYPE tierd_" #n " gauge\ntierd_" #n " %llu\n",           \
-		  (unsigned long long)st.n);
+	fprintf(b, "# TYPE tierd_" #n " gauge\ntierd_" #n " %llu\n",              \
+		(unsigned long long)st.n);
 	TIER_COUNTERS(PROM_COUNTER)
 	TIER_GAUGES(PROM_GAUGE)
 #undef PROM_COUNTER
 #undef PROM_GAUGE
-	sb_printf(&b, "# TYPE tierd_latency_seconds summary\n");
+	fprintf(b, "# TYPE tierd_latency_seconds summary\n");
 	for (int k = 0; k < TIER_LAT_KINDS; k++) {
 		for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
-			sb_printf(&b, "tierd_latency_seconds{op=\"%s\",quantile=\"%g\"} %.6f\n",
-				  kinds[k], qs[i],
-				  (double)tier_lat_quantile(&st.lat[k], qs[i]) / 1e6);
-		sb_printf(&b, "tierd_latency_seconds_sum{op=\"%s\"} %.6f\n", kinds[k],
-			  (double)st.lat[k].sum_us / 1e6);
-		sb_printf(&b, "tierd_latency_seconds_count{op=\"%s\"} %llu\n", kinds[k],
-			  (unsigned long long)st.lat[k].count);
+			fprintf(b, "tierd_latency_seconds{op=\"%s\",quantile=\"%g\"} %.6f\n",
+				kinds[k], qs[i],
+				(double)tier_lat_quantile(&st.lat[k], qs[i]) / 1e6);
+		fprintf(b, "tierd_latency_seconds_sum{op=\"%s\"} %.6f\n", kinds[k],
+			(double)st.lat[k].sum_us / 1e6);
+		fprintf(b, "tierd_latency_seconds_count{op=\"%s\"} %llu\n", kinds[k],
+			(unsigned long long)st.lat[k].count);
 	}
-	if (b.oom) {
-		free(b.s);
+	if (ferror(b) | fclose(b)) {
+		free(out);
 		return NULL;
 	}
-	*len = b.len;
-	return b.s;
+	return out;
 }
 
 static void maybe_free(struct tierd_prom *p)

@@ -13,7 +13,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -510,57 +509,18 @@ out:
 	return rc;
 }
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t ncap = (b->cap + (size_t)n + 1) * 2;
-		char *np = realloc(b->p, ncap);
-
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = ncap;
-	}
-}
-
-static void json_set(struct sbuf *b, const struct hs_set *s, int idx, bool first)
+static void json_set(FILE *b, const struct hs_set *s, int idx, bool first)
 {
 	double fill = (double)s->bits_set / (double)s->nbits;
 
-	sb_printf(b, "%s{\"set\":", first ? "" : ",");
+	fprintf(b, "%s{\"set\":", first ? "" : ",");
 	if (idx < 0)
-		sb_printf(b, "\"current\",\"start_ms\":%llu,\"end_ms\":null",
-			  (unsigned long long)s->start_ms);
+		fprintf(b, "\"current\",\"start_ms\":%llu,\"end_ms\":null",
+			(unsigned long long)s->start_ms);
 	else
-		sb_printf(b, "%d,\"start_ms\":%llu,\"end_ms\":%llu", idx,
+		fprintf(b, "%d,\"start_ms\":%llu,\"end_ms\":%llu", idx,
 			  (unsigned long long)s->start_ms, (unsigned long long)s->end_ms);
-	sb_printf(b, ",\"inserts\":%llu,\"unique\":%llu,\"capacity\":%llu,\"bits\":%llu,"
+	fprintf(b, ",\"inserts\":%llu,\"unique\":%llu,\"capacity\":%llu,\"bits\":%llu,"
 		  "\"k\":%u,\"fpp\":%g,\"fill\":%.4f,\"est_fpp\":%.3g}",
 		  (unsigned long long)s->inserts, (unsigned long long)set_unique(s),
 		  (unsigned long long)s->capacity, (unsigned long long)s->nbits, s->k,
@@ -569,19 +529,25 @@ static void json_set(struct sbuf *b, const struct hs_set *s, int idx, bool first
 
 char *tier__hitsets_json(const struct tier__hitsets *hs)
 {
-	struct sbuf b = { .p = malloc(512), .cap = 512 };
+	char *out = NULL;
+	size_t len = 0;
+	FILE *b = open_memstream(&out, &len);
 
-	if (!b.p)
+	if (!b)
 		return NULL;
-	b.p[0] = '\0';
-	sb_printf(&b, "[");
-	json_set(&b, hs->cur, -1, true);
+	fputc('[', b);
+	json_set(b, hs->cur, -1, true);
 	for (unsigned i = 0; i < hs->narch; i++)
-		json_set(&b, hs->arch[i], (int)i, false);
-	sb_printf(&b, "]");
-	if (b.oom) {
-		free(b.p);
+		json_set(b, hs->arch[i], (int)i, false);
+	fputc(']', b);
+	if (ferror(b)) {
+		fclose(b);
+		free(out);
 		return NULL;
 	}
-	return b.p;
+	if (fclose(b) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }
