@@ -15,6 +15,25 @@
  * Guards: TIER_STORE_F_GUARD makes an op fail with -ECANCELED, changing
  * nothing, unless the object exists and its version == expect_version;
  * TIER_STORE_F_EXCL makes it fail with -EEXIST unless the object is absent.
+ *
+ * Durability (docs/DURABILITY.md; the mem store's power-cut model enforces
+ * exactly this, no more):
+ *  - Without F_FUA an op's effects are visible at once and survive a crash of
+ *    the process, but not a power cut: until a sync covers them, a cut may
+ *    keep any subset of them.  Data of separate writes is kept or lost
+ *    independently (a lost write leaves what was there before, zeros in a
+ *    region the object never held); the meta of an object reverts to any
+ *    value it had since it was last synced; a created or removed name may
+ *    revert to any existence state since its last sync.
+ *  - F_FUA: at completion the op's effects and everything completed earlier
+ *    on this object (data, meta, its name) are durable.  A READ with F_FUA
+ *    is the sync barrier of one object.  A REMOVE with F_FUA also makes
+ *    every earlier completed create and remove of this pool durable, even
+ *    when the object does not exist (the pool's name barrier).
+ *  - F_ORDERED (WRITE/ZERO with F_META): the data is durable before the new
+ *    meta can become durable; neither need be durable at completion.  A cut
+ *    then shows the new meta only with the new data.  Backends whose
+ *    data+meta writes are atomic (rados) ignore it.
  */
 #ifndef TIER_STORE_H
 #define TIER_STORE_H
@@ -47,6 +66,7 @@ enum {
 	TIER_STORE_F_EXCL   = 1u << 2, /* require object absent */
 	TIER_STORE_F_META   = 1u << 3, /* also store meta/meta_len and version */
 	TIER_STORE_F_CREATE = 1u << 4, /* SETMETA: create an empty object if absent */
+	TIER_STORE_F_ORDERED = 1u << 5, /* data durable before the meta (see above) */
 };
 
 struct tier_store;
@@ -70,9 +90,11 @@ struct tier_store_op {
 	uint32_t meta_len;
 	/*
 	 * Optional, WRITE/ZERO with F_META: metadata a backend without atomic
-	 * data+xattr writes (local) makes durable *before* touching data, so a
-	 * crash between the two leaves pre_meta, never the old meta, with the
-	 * new data.  Atomic backends ignore it.
+	 * data+xattr writes (local) makes durable *before* touching data (a
+	 * sync of its own, FUA or not), so a crash or power cut between the
+	 * two leaves pre_meta, never the old meta, with the new data.  Atomic
+	 * backends ignore it.  It costs a sync: give it only when the old meta
+	 * under new data would lie (a CLEAN copy about to be overwritten).
 	 */
 	const void *pre_meta;
 	uint32_t pre_meta_len;
@@ -163,6 +185,13 @@ void tier__store_complete(struct tier_store_op *op, int result);
 const char *tier_store_pool_name(const struct tier_store *st);
 const char *tier_store_backend_name(const struct tier_store *st);
 void tier_store_list_free(char **names, size_t n);
+/*
+ * Whether acknowledged effects need a sync (F_FUA) to survive a power cut:
+ * true for local (page cache) and for mem with its power-cut model, false
+ * for rados (an ack is durable) and plain mem.  Backends set it at create.
+ */
+bool tier_store_volatile_acks(const struct tier_store *st);
+void tier_store_set_volatile_acks(struct tier_store *st, bool v);
 /* Number of ops submitted and not yet completed (owner thread only). */
 uint64_t tier_store_in_flight(const struct tier_store *st);
 
@@ -173,6 +202,7 @@ struct tier_store_stats {
 	uint64_t errors[TIER_STORE_OPCODE_MAX];
 	uint64_t faults_injected;
 	uint64_t lat_sum_ns[TIER_STORE_OPCODE_MAX];
+	uint64_t fua_ops[TIER_STORE_OPCODE_MAX];   /* of ops[]: those with F_FUA */
 };
 void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *out);
 const char *tier_store_opcode_name(enum tier_store_opcode op);
@@ -225,6 +255,9 @@ struct tier_mem_opts {
 	bool no_data;
 	/* Virtual time: when set, ops complete only through tier_store_mem_advance(). */
 	bool virtual_time;
+	/* Tests: keep the power-cut model (see tier_store_mem_power_cut).  Off:
+	 * every effect is durable at once, as before, and no slower. */
+	bool powercut_model;
 };
 /* A fresh empty in-RAM pool.  Single-threaded: submit and drain on one thread. */
 int tier_store_mem_create(const char *pool_name, const struct tier_mem_opts *o,
@@ -235,6 +268,34 @@ size_t tier_store_mem_advance(struct tier_store *st, uint64_t now_ns);
 uint64_t tier_store_mem_next_due(const struct tier_store *st);
 /* Tests: number of objects and total bytes held. */
 void tier_store_mem_usage(const struct tier_store *st, uint64_t *objects, uint64_t *bytes);
+
+/*
+ * Tests, the power-cut model (opts.powercut_model; exactly the Durability
+ * contract above, described in libtier/store/mem.c): replace the pool's
+ * state by what a power cut could leave, then everything is durable, as
+ * after a reboot.  Per object, each WRITE/ZERO not yet synced is kept or
+ * lost on its own (kept ones in order), the meta+version is any value it
+ * had since its last sync, and a name is in any existence state it had
+ * since its last sync (a removed incarnation comes back with its own
+ * durable state, plus a subset of its unsynced writes).  RANDOM draws all
+ * that from seed; KEEP_ALL keeps the visible state; KEEP_NONE only what was
+ * durable.  -EINVAL without the model, -EBUSY with ops in flight.
+ */
+enum tier_mem_cut {
+	TIER_MEM_CUT_RANDOM = 0,
+	TIER_MEM_CUT_KEEP_ALL,
+	TIER_MEM_CUT_KEEP_NONE,
+};
+int tier_store_mem_power_cut(struct tier_store *st, enum tier_mem_cut mode, uint64_t seed);
+/*
+ * Tests: a crash point shared by several mem stores.  Every op a store takes
+ * adds one to *clock; once *clock has reached stop_at (0 = never), each
+ * later op fails with -EIO and changes nothing, as if the process had died
+ * there (tier_store_fault.stop_after, counted across pools).  NULL: off.
+ */
+void tier_store_mem_set_crash_clock(struct tier_store *st, uint64_t *clock, uint64_t stop_at);
+/* Tests: volatile effects a cut could lose (writes, meta values, name changes). */
+uint64_t tier_store_mem_unsynced(const struct tier_store *st);
 
 struct tier_local_opts {
 	const char *dir;                     /* the pool's directory; created if missing */

@@ -2,7 +2,8 @@
 /*
  * tests/unit/test_store.c - the store seam (wrapper + completion queue) over
  * the mem backend: every op, version guards, listing, argument validation,
- * counters, fault injection, and virtual-time completion order.
+ * counters, fault injection, virtual-time completion order, and the
+ * power-cut model (what a cut may keep of unsynced writes, metas and names).
  */
 #undef NDEBUG
 #include <errno.h>
@@ -70,6 +71,11 @@ static int run(struct fx *f, struct tier_store_op *op)
 	while (f->completions == before)
 		tier_cq_drain(f->cq);
 	return op->result;
+}
+
+static void stat_like_cb(struct tier_store_op *op)
+{
+	*(int *)op->priv = 1;
 }
 
 static void mk(struct tier_store_op *op, enum tier_store_opcode code, const char *oid)
@@ -415,6 +421,369 @@ static void test_virtual_time_device_model(void **state)
 	tier_cq_destroy(cq);
 }
 
+/* ---- the power-cut model ---- */
+
+static int pc_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct tier_mem_opts mo = { .powercut_model = true };
+
+	assert_int_equal(tier_cq_create(on_notify, f, &f->cq), 0);
+	assert_int_equal(tier_store_mem_create("cache", &mo, f->cq, &f->st), 0);
+	*state = f;
+	return 0;
+}
+
+static int pc_write(struct fx *f, const char *oid, uint64_t off, const char *data,
+		    uint32_t flags)
+{
+	struct tier_store_op op;
+
+	mk(&op, TIER_STORE_WRITE, oid);
+	op.off = off;
+	op.len = strlen(data);
+	op.buf = (void *)data;
+	op.flags = flags;
+	return run(f, &op);
+}
+
+/* Write with meta+version (meta is a string). */
+static int pc_write_meta(struct fx *f, const char *oid, const char *data, const char *meta,
+			 uint64_t version, uint32_t flags)
+{
+	struct tier_store_op op;
+
+	mk(&op, TIER_STORE_WRITE, oid);
+	op.len = strlen(data);
+	op.buf = (void *)data;
+	op.flags = flags | TIER_STORE_F_META;
+	op.meta = meta;
+	op.meta_len = (uint32_t)strlen(meta);
+	op.version = version;
+	return run(f, &op);
+}
+
+/* Read len bytes at 0 into out (NUL-terminated); returns the result. */
+static int pc_read(struct fx *f, const char *oid, char *out, uint64_t len, uint32_t flags)
+{
+	struct tier_store_op op;
+	int rc;
+
+	mk(&op, TIER_STORE_READ, oid);
+	op.len = len;
+	op.buf = out;
+	op.flags = flags;
+	rc = run(f, &op);
+	out[len] = '\0';
+	return rc;
+}
+
+/* The object's version, -1 if absent (meta copied into meta, NUL-terminated). */
+static int64_t pc_version(struct fx *f, const char *oid, char *meta)
+{
+	struct tier_store_op op;
+	char mb[64];
+
+	mk(&op, TIER_STORE_STAT, oid);
+	op.meta_buf = mb;
+	op.meta_cap = sizeof(mb) - 1;
+	if (run(f, &op) == -ENOENT)
+		return -1;
+	assert_int_equal(op.result, 0);
+	if (meta) {
+		memcpy(meta, mb, op.meta_len_out);
+		meta[op.meta_len_out] = '\0';
+	}
+	return (int64_t)op.obj_version;
+}
+
+static int pc_remove(struct fx *f, const char *oid, uint32_t flags)
+{
+	struct tier_store_op op;
+
+	mk(&op, TIER_STORE_REMOVE, oid);
+	op.flags = flags;
+	return run(f, &op);
+}
+
+static void pc_cut(struct fx *f, enum tier_mem_cut mode, uint64_t seed)
+{
+	assert_int_equal(tier_store_mem_power_cut(f->st, mode, seed), 0);
+	assert_int_equal(tier_store_mem_unsynced(f->st), 0);
+}
+
+/* A write without FUA is lost by a cut that keeps nothing, kept by one that keeps all. */
+static void test_pc_unsynced_write_may_be_lost(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+	int saw[2] = { 0, 0 };
+
+	assert_int_equal(pc_write(f, "o", 0, "AAAA", TIER_STORE_F_FUA), 4);
+	assert_int_equal(pc_write(f, "o", 0, "BBBB", 0), 4);
+	assert_int_equal(tier_store_mem_unsynced(f->st), 1);
+	pc_cut(f, TIER_MEM_CUT_KEEP_NONE, 0);
+	assert_int_equal(pc_read(f, "o", b, 4, 0), 4);
+	assert_string_equal(b, "AAAA");
+	assert_int_equal(pc_write(f, "o", 0, "BBBB", 0), 4);
+	pc_cut(f, TIER_MEM_CUT_KEEP_ALL, 0);
+	assert_int_equal(pc_read(f, "o", b, 4, 0), 4);
+	assert_string_equal(b, "BBBB");
+	/* random: either, both seen over the seeds; a cut is durable */
+	for (uint64_t seed = 1; seed <= 32; seed++) {
+		assert_int_equal(pc_write(f, "o", 0, "CCCC", 0), 4);
+		pc_cut(f, TIER_MEM_CUT_RANDOM, seed);
+		assert_int_equal(pc_read(f, "o", b, 4, 0), 4);
+		assert_true(strcmp(b, "CCCC") == 0 || strcmp(b, "BBBB") == 0);
+		saw[strcmp(b, "CCCC") == 0]++;
+		/* what the cut left is durable: a cut keeping nothing keeps it */
+		pc_cut(f, TIER_MEM_CUT_KEEP_NONE, 0);
+		assert_int_equal(pc_read(f, "o", b, 4, 0), 4);
+		assert_true(strcmp(b, "CCCC") == 0 || strcmp(b, "BBBB") == 0);
+		assert_int_equal(pc_write(f, "o", 0, "BBBB", TIER_STORE_F_FUA), 4);
+	}
+	assert_true(saw[0] > 0 && saw[1] > 0);
+}
+
+/* Separate writes are kept or lost independently; kept ones in order; zeros past the durable size. */
+static void test_pc_writes_independent(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+	int seen[16] = { 0 };
+
+	for (uint64_t seed = 1; seed <= 200; seed++) {
+		int mask = 0;
+
+		assert_int_equal(pc_write(f, "w", 0, "aa", TIER_STORE_F_FUA), 2);
+		assert_int_equal(pc_write(f, "w", 0, "b", 0), 1);
+		assert_int_equal(pc_write(f, "w", 1, "c", 0), 1);
+		assert_int_equal(pc_write(f, "w", 0, "dd", 0), 2);   /* over both */
+		assert_int_equal(pc_write(f, "w", 4, "e", 0), 1);    /* past the durable size */
+		pc_cut(f, TIER_MEM_CUT_RANDOM, seed);
+		assert_int_equal(pc_read(f, "w", b, 5, 0), 5);
+		if (b[0] == 'd' && b[1] == 'd')
+			mask |= 4;
+		else {
+			assert_true(b[0] == 'a' || b[0] == 'b');
+			assert_true(b[1] == 'a' || b[1] == 'c');
+			mask |= (b[0] == 'b') | (b[1] == 'c') << 1;
+		}
+		assert_int_equal(b[2], 0);
+		assert_int_equal(b[3], 0);
+		assert_true(b[4] == 'e' || b[4] == 0);
+		mask |= (b[4] == 'e') << 3;
+		seen[mask]++;
+		assert_int_equal(pc_remove(f, "w", TIER_STORE_F_FUA), 0);
+	}
+	/* every combination of the last three and of the first two */
+	for (int mk2 = 0; mk2 < 4; mk2++)
+		assert_true(seen[mk2] + seen[mk2 | 8] > 0);
+	assert_true(seen[4] + seen[12] > 0);
+}
+
+/* FUA makes the op and everything earlier on that object durable; other objects not. */
+static void test_pc_fua_write_kept(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+
+	assert_int_equal(pc_write(f, "x", 0, "1111", 0), 4);
+	assert_int_equal(pc_write(f, "y", 0, "2222", 0), 4);
+	assert_int_equal(pc_write_meta(f, "x", "33", "m1", 7, 0), 2);
+	assert_int_equal(pc_write(f, "x", 2, "44", TIER_STORE_F_FUA), 2);
+	pc_cut(f, TIER_MEM_CUT_KEEP_NONE, 0);
+	assert_int_equal(pc_read(f, "x", b, 4, 0), 4);
+	assert_string_equal(b, "3344");
+	assert_int_equal(pc_version(f, "x", b), 7);
+	assert_string_equal(b, "m1");
+	assert_int_equal(pc_version(f, "y", NULL), -1);   /* its creation was lost */
+}
+
+/* READ with F_FUA is the sync barrier of one object, of its data, meta and name. */
+static void test_pc_read_fua_syncs(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+	struct tier_store_op op;
+
+	assert_int_equal(pc_write(f, "r", 0, "ab", 0), 2);
+	mk(&op, TIER_STORE_SETMETA, "r");
+	op.flags = TIER_STORE_F_META;
+	op.meta = "mm";
+	op.meta_len = 2;
+	op.version = 3;
+	assert_int_equal(run(f, &op), 0);
+	assert_int_equal(pc_write(f, "s", 0, "cd", 0), 2);
+	assert_int_equal(pc_read(f, "r", b, 1, TIER_STORE_F_FUA), 1);
+	assert_int_equal(pc_read(f, "absent", b, 1, TIER_STORE_F_FUA), -ENOENT);
+	pc_cut(f, TIER_MEM_CUT_KEEP_NONE, 0);
+	assert_int_equal(pc_read(f, "r", b, 2, 0), 2);
+	assert_string_equal(b, "ab");
+	assert_int_equal(pc_version(f, "r", b), 3);
+	assert_string_equal(b, "mm");
+	assert_int_equal(pc_version(f, "s", NULL), -1);
+}
+
+/* Meta reverts to any value since its last sync; SETMETA alone is volatile. */
+static void test_pc_meta_any_value_since_sync(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op op;
+	int seen[4] = { 0 };
+
+	for (uint64_t seed = 1; seed <= 100; seed++) {
+		assert_int_equal(pc_write_meta(f, "m", "d", "v1", 1, TIER_STORE_F_FUA), 1);
+		for (uint64_t v = 2; v <= 3; v++) {
+			mk(&op, TIER_STORE_SETMETA, "m");
+			op.flags = TIER_STORE_F_META;
+			op.meta = v == 2 ? "v2" : "v3";
+			op.meta_len = 2;
+			op.version = v;
+			assert_int_equal(run(f, &op), 0);
+		}
+		pc_cut(f, seed == 1 ? TIER_MEM_CUT_KEEP_NONE : TIER_MEM_CUT_RANDOM, seed);
+		int64_t v = pc_version(f, "m", NULL);
+		assert_true(v >= 1 && v <= 3);
+		seen[v]++;
+	}
+	assert_true(seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
+}
+
+/*
+ * F_ORDERED: never the new meta without the new data, over many seeds;
+ * without it the model does show the new meta over the old data.
+ */
+static void test_pc_ordered_meta_only_with_data(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+	int new_meta = 0, torn = 0;
+
+	for (int ordered = 1; ordered >= 0; ordered--) {
+		for (uint64_t seed = 1; seed <= 200; seed++) {
+			int64_t v;
+
+			assert_int_equal(pc_write_meta(f, "o", "old", "m1", 1, TIER_STORE_F_FUA), 3);
+			assert_int_equal(pc_write(f, "o", 0, "mid", 0), 3);
+			assert_int_equal(pc_write_meta(f, "o", "new", "m2", 2,
+						       ordered ? TIER_STORE_F_ORDERED : 0), 3);
+			pc_cut(f, TIER_MEM_CUT_RANDOM, seed);
+			v = pc_version(f, "o", NULL);
+			assert_int_equal(pc_read(f, "o", b, 3, 0), 3);
+			if (ordered) {
+				assert_string_equal(b, "new");   /* the data is durable */
+				new_meta += v == 2;
+			} else {
+				torn += v == 2 && strcmp(b, "new") != 0;
+			}
+		}
+	}
+	assert_true(new_meta > 0 && new_meta < 200);
+	assert_true(torn > 0);
+}
+
+/* A remove without a barrier can come back (with its durable data); a new incarnation is separate. */
+static void test_pc_remove_can_come_back(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+	int seen[4] = { 0 };
+
+	assert_int_equal(pc_write_meta(f, "d", "XXXX", "mX", 5, TIER_STORE_F_FUA), 4);
+	assert_int_equal(pc_remove(f, "d", 0), 0);
+	pc_cut(f, TIER_MEM_CUT_KEEP_NONE, 0);
+	assert_int_equal(pc_read(f, "d", b, 4, 0), 4);
+	assert_string_equal(b, "XXXX");
+	assert_int_equal(pc_version(f, "d", NULL), 5);
+	for (uint64_t seed = 1; seed <= 100; seed++) {
+		/* durable "XXXX"; removed; re-created as "YYYY" without any sync */
+		assert_int_equal(pc_remove(f, "d", 0), 0);
+		assert_int_equal(pc_write_meta(f, "d", "YYYY", "mY", 9, 0), 4);
+		pc_cut(f, TIER_MEM_CUT_RANDOM, seed);
+		int64_t v = pc_version(f, "d", NULL);
+		if (v < 0) {
+			seen[0]++;
+		} else {
+			assert_int_equal(pc_read(f, "d", b, 4, 0), 4);
+			if (strcmp(b, "XXXX") == 0) {
+				assert_int_equal(v, 5);      /* the old incarnation, whole */
+				seen[1]++;
+			} else {
+				/* the new one: its data and meta each kept or not, never X's */
+				assert_true(strcmp(b, "YYYY") == 0 || memcmp(b, "\0\0\0\0", 4) == 0);
+				assert_true(v == 9 || v == 0);
+				seen[2 + (b[0] == 'Y')]++;
+			}
+		}
+		/* back to the durable "XXXX" for the next round */
+		if (v >= 0)
+			assert_int_equal(pc_remove(f, "d", 0), 0);
+		assert_int_equal(pc_write_meta(f, "d", "XXXX", "mX", 5, TIER_STORE_F_FUA), 4);
+		assert_int_equal(pc_remove(f, "d", TIER_STORE_F_FUA), 0);
+		assert_int_equal(pc_write_meta(f, "d", "XXXX", "mX", 5, TIER_STORE_F_FUA), 4);
+	}
+	assert_true(seen[0] > 0 && seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
+}
+
+/* A FUA REMOVE, even of an absent object, makes every earlier create/remove of the pool durable. */
+static void test_pc_fua_remove_barrier(void **state)
+{
+	struct fx *f = *state;
+	char b[8];
+
+	assert_int_equal(pc_write(f, "a", 0, "aa", TIER_STORE_F_FUA), 2);
+	assert_int_equal(pc_write(f, "b", 0, "bb", TIER_STORE_F_FUA), 2);
+	assert_int_equal(pc_remove(f, "a", 0), 0);
+	assert_int_equal(pc_write(f, "c", 0, "cc", 0), 2);   /* created, data volatile */
+	assert_int_equal(pc_remove(f, "nothing", TIER_STORE_F_FUA), -ENOENT);
+	assert_int_equal(pc_remove(f, "b", 0), 0);           /* after the barrier */
+	pc_cut(f, TIER_MEM_CUT_KEEP_NONE, 0);
+	assert_int_equal(pc_version(f, "a", NULL), -1);      /* stays removed */
+	assert_int_equal(pc_version(f, "b", NULL), 0);       /* came back */
+	assert_int_equal(pc_read(f, "b", b, 2, 0), 2);
+	assert_string_equal(b, "bb");
+	assert_int_equal(pc_read(f, "c", b, 2, 0), 2);       /* the name, not the data */
+	assert_int_equal(b[0], 0);
+}
+
+/* The shared crash point: the process dies after N ops across two pools. */
+static void test_pc_crash_clock(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store *other;
+	uint64_t clock = 0;
+	struct tier_store_op op;
+	int done = 0;
+
+	assert_int_equal(tier_store_mem_create("base", NULL, f->cq, &other), 0);
+	tier_store_mem_set_crash_clock(f->st, &clock, 3);
+	tier_store_mem_set_crash_clock(other, &clock, 3);
+	assert_int_equal(pc_write(f, "k", 0, "1", 0), 1);
+	mk(&op, TIER_STORE_WRITE, "k");
+	op.len = 1;
+	op.buf = "2";
+	op.cb = stat_like_cb;
+	op.priv = &done;
+	assert_int_equal(tier_store_submit(other, &op), 0);
+	while (!done)
+		tier_cq_drain(f->cq);
+	assert_int_equal(op.result, 1);
+	assert_int_equal(pc_write(f, "k", 0, "3", 0), 1);
+	assert_int_equal(clock, 3);
+	assert_int_equal(pc_write(f, "k", 0, "4", 0), -EIO);   /* dead */
+	char b[4];
+	tier_store_mem_set_crash_clock(f->st, NULL, 0);
+	assert_int_equal(pc_read(f, "k", b, 1, 0), 1);
+	assert_string_equal(b, "3");
+	tier_store_mem_set_crash_clock(other, NULL, 0);
+	tier_store_destroy(other);
+	/* without the model there is nothing to cut */
+	assert_int_equal(tier_store_mem_create("plain", NULL, f->cq, &other), 0);
+	assert_int_equal(tier_store_mem_power_cut(other, TIER_MEM_CUT_RANDOM, 1), -EINVAL);
+	tier_store_destroy(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +799,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_fraction_is_roughly_that_fraction, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_stop_after_models_a_crash, setup, teardown),
 		cmocka_unit_test(test_virtual_time_device_model),
+		cmocka_unit_test_setup_teardown(test_pc_unsynced_write_may_be_lost, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_writes_independent, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_fua_write_kept, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_read_fua_syncs, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_meta_any_value_since_sync, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_ordered_meta_only_with_data, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_remove_can_come_back, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_fua_remove_barrier, pc_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pc_crash_clock, pc_setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
