@@ -219,23 +219,25 @@ static int create_rados_stores(struct tierd *d)
 
 /* ---- images ---- */
 
-static int open_image(struct tierd *d, const struct tierd_image_cfg *ic)
+/*
+ * Where an image's objects live: "<prefix>.%016llx" with the local prefix
+ * rbd_data.NAME, or the RBD image's own (opened, locked, kept in d->rbd).
+ */
+static int resolve_image(struct tierd *d, const struct tierd_image_cfg *ic,
+			 char prefix[TIER_OID_MAX], uint64_t *size)
 {
-	struct tier_image_opts o = { .name = ic->name, .read_only = ic->read_only };
-	char prefix[TIER_OID_MAX];
-	struct tier_image *img = NULL;
-	int rc;
-
 	if (d->cfg->backend == TIERD_BACKEND_LOCAL) {
-		snprintf(prefix, sizeof(prefix), "rbd_data.%s", ic->name);
-		o.object_prefix = prefix;
-		o.size = ic->size;
-	} else {
+		snprintf(prefix, TIER_OID_MAX, "rbd_data.%s", ic->name);
+		*size = ic->size;
+		return 0;
+	}
 #if HAVE_RADOS
+	{
 		struct tier_rbd_image *rb = &d->rbd[d->n_rbd];
 		const char *rname = ic->rbd_image ? ic->rbd_image : ic->name;
-		uint64_t osz = tier_engine_params(d->engine)->object_size;
+		uint64_t osz = d->cfg->tier.object_size;
 		char err[512] = "";
+		int rc;
 
 		if (d->n_rbd >= TIERD_MAX_IMAGES)
 			return -ENOSPC;
@@ -253,12 +255,23 @@ static int open_image(struct tierd *d, const struct tierd_image_cfg *ic)
 			return -EINVAL;
 		}
 		d->n_rbd++;
-		o.object_prefix = rb->object_prefix;
-		o.size = rb->size;
-#else
-		return -ENOTSUP;
-#endif
+		snprintf(prefix, TIER_OID_MAX, "%s", rb->object_prefix);
+		*size = rb->size;
+		return 0;
 	}
+#else
+	return -ENOTSUP;
+#endif
+}
+
+static int serve_image(struct tierd *d, const struct tierd_image_cfg *ic, const char *prefix,
+		       uint64_t size)
+{
+	struct tier_image_opts o = { .name = ic->name, .read_only = ic->read_only,
+				     .object_prefix = prefix, .size = size };
+	struct tier_image *img = NULL;
+	int rc;
+
 	rc = tier_image_open(d->engine, &o, &img);
 	if (rc < 0) {
 		tlog(d, TIER_LOG_ERROR, "image %s: open: %s", ic->name, strerror(-rc));
@@ -271,6 +284,122 @@ static int open_image(struct tierd *d, const struct tierd_image_cfg *ic)
 	}
 	tlog(d, TIER_LOG_INFO, "image %s: %llu bytes%s, objects %s.*", ic->name,
 	     (unsigned long long)o.size, ic->read_only ? ", read-only" : "", o.object_prefix);
+	return 0;
+}
+
+static int open_image(struct tierd *d, const struct tierd_image_cfg *ic)
+{
+	char prefix[TIER_OID_MAX];
+	uint64_t size = 0;
+	int rc = resolve_image(d, ic, prefix, &size);
+
+	return rc < 0 ? rc : serve_image(d, ic, prefix, size);
+}
+
+/* ---- stranded cache objects (libtier/stranded.c, docs/OPERATIONS.md) ---- */
+
+struct resolved {
+	char prefix[TIERD_MAX_IMAGES][TIER_OID_MAX];
+	uint64_t size[TIERD_MAX_IMAGES];
+	struct tier_stranded_image si[TIERD_MAX_IMAGES];
+	size_t n;
+};
+
+static int resolve_all(struct tierd *d, struct resolved *rv)
+{
+	const struct tierd_config *c = d->cfg;
+	int rc;
+
+	for (rv->n = 0; rv->n < c->n_images; rv->n++) {
+		size_t i = rv->n;
+
+		rc = resolve_image(d, &c->images[i], rv->prefix[i], &rv->size[i]);
+		if (rc < 0)
+			return rc;
+		rv->si[i].name = c->images[i].name;
+		rv->si[i].object_prefix = rv->prefix[i];
+		rv->si[i].size = rv->size[i];
+	}
+	return 0;
+}
+
+/* "image a (objects rbd_data.a.*), not in the config" and the like. */
+static void group_label(const struct tierd *d, const struct tier_stranded_group *g,
+			char *out, size_t cap)
+{
+	static const char lp[] = "rbd_data.";
+
+	if (g->image)
+		snprintf(out, cap, "image %s (objects %s.*), past its end (size %llu)", g->image,
+			 g->prefix, (unsigned long long)g->image_size);
+	else if (d->cfg->backend == TIERD_BACKEND_LOCAL && !strncmp(g->prefix, lp, strlen(lp)))
+		snprintf(out, cap, "image %s (objects %s.*), not in the config",
+			 g->prefix + strlen(lp), g->prefix);
+	else
+		snprintf(out, cap, "objects %s.* (an RBD image whose id is %s), not in the config",
+			 g->prefix, !strncmp(g->prefix, lp, strlen(lp)) ?
+			 g->prefix + strlen(lp) : "unknown");
+}
+
+static const char *config_path_abs(const struct tierd *d, char *buf)
+{
+	return realpath(d->cfg->path, buf) ? buf : d->cfg->path;
+}
+
+/*
+ * Start-up: before any image is served, find the cache objects of images no
+ * longer configured or past an image's end.  Dirty ones refuse the start
+ * (-EUCLEAN) with the command that resolves them; clean ones are removed.
+ */
+static int stranded_check(struct tierd *d, const struct resolved *rv)
+{
+	struct tier_stranded_report *r = NULL;
+	struct tier_stranded_result res;
+	char label[TIER_OID_MAX * 2 + 128], path[4096];
+	int rc;
+
+	rc = tier_stranded_scan(d->cache, d->cq, d->cfg->tier.object_size, rv->si, rv->n, &r);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "scanning the cache pool for stranded objects: %s",
+		     strerror(-rc));
+		return rc;
+	}
+	if (r->n_dirty) {
+		for (size_t i = 0; i < r->n_groups; i++) {
+			const struct tier_stranded_group *g = &r->groups[i];
+
+			if (!g->n_dirty)
+				continue;
+			group_label(d, g, label, sizeof(label));
+			tlog(d, TIER_LOG_ERROR, "stranded cache objects of %s: %llu dirty object(s), "
+			     "%llu dirty bytes (the only copy of that data), %llu clean", label,
+			     (unsigned long long)g->n_dirty, (unsigned long long)g->dirty_bytes,
+			     (unsigned long long)g->n_clean);
+		}
+		config_path_abs(d, path);
+		tlog(d, TIER_LOG_ERROR, "start refused: %llu dirty stranded object(s), %llu dirty "
+		     "bytes in the cache pool that no configured image covers. Either put the "
+		     "image back in the config (with its old size), or stop tierd and run "
+		     "`tierd --config %s --stranded flush` to write that data to the base pool "
+		     "(`--stranded list` shows it, `--stranded drop --force` discards it)",
+		     (unsigned long long)r->n_dirty, (unsigned long long)r->dirty_bytes, path);
+		tier_stranded_free(r);
+		return -EUCLEAN;
+	}
+	for (size_t i = 0; i < r->n_groups; i++) {
+		group_label(d, &r->groups[i], label, sizeof(label));
+		tlog(d, TIER_LOG_WARN, "stranded cache objects of %s: removing %llu clean "
+		     "copy(ies) (base holds their data; kept, they would be adopted stale)", label,
+		     (unsigned long long)r->groups[i].n_clean);
+	}
+	rc = tier_stranded_resolve(d->base, d->cache, d->cq, r, TIER_STRANDED_CLEAN,
+				   tierd_log_cb, d, &res);
+	tier_stranded_free(r);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "removing stranded clean cache objects: %s "
+		     "(%llu left in place)", strerror(-rc), (unsigned long long)res.failed);
+		return rc;
+	}
 	return 0;
 }
 
@@ -461,7 +590,13 @@ static void warn_restart_only(struct tierd *d, const struct tierd_config *o,
 				break;
 		if (j == n->n_images)
 			tlog(d, TIER_LOG_WARN, "reload: image %s was removed from the config; "
-			     "it is served until the next restart", o->images[i].name);
+			     "it is served until the next restart, which refuses to start while "
+			     "its cache objects are dirty (flush first: tierctl flush --image %s "
+			     "--wait)", o->images[i].name, o->images[i].name);
+		else if (n->images[j].size != o->images[i].size)
+			tlog(d, TIER_LOG_WARN, "reload: image %s changes size at the next restart "
+			     "(a shrink that leaves dirty cache objects past the new end refuses to "
+			     "start: flush first)", o->images[i].name);
 	}
 }
 
@@ -627,6 +762,7 @@ static int start(struct tierd *d)
 		.store = hook_store,
 	};
 	const struct tierd_config *c = d->cfg;
+	static struct resolved rv;
 	size_t i;
 	int rc;
 
@@ -639,6 +775,8 @@ static int start(struct tierd *d)
 	rc = c->backend == TIERD_BACKEND_LOCAL ? create_local_stores(d) : create_rados_stores(d);
 	if (rc < 0)
 		return rc;
+	if ((rc = resolve_all(d, &rv)) < 0 || (rc = stranded_check(d, &rv)) < 0)
+		return rc;
 	eo.base = d->base;
 	eo.cache = d->cache;
 	eo.params = c->tier;
@@ -648,8 +786,8 @@ static int start(struct tierd *d)
 	}
 	if ((rc = nbd_server_create(&no, &d->nbd)) < 0)
 		return rc;
-	for (i = 0; i < c->n_images; i++)
-		if ((rc = open_image(d, &c->images[i])) < 0)
+	for (i = 0; i < rv.n; i++)
+		if ((rc = serve_image(d, &c->images[i], rv.prefix[i], rv.size[i])) < 0)
 			return rc;
 	if (c->n_listen == 0)
 		rc = nbd_server_listen(d->nbd, TIERD_DEFAULT_LISTEN);
@@ -679,13 +817,124 @@ static int start(struct tierd *d)
 	return 0;
 }
 
+/* ---- offline mode: tierd --config FILE --stranded list|flush|drop [--force] ---- */
+
+static void print_report(const struct tierd *d, const struct tier_stranded_report *r)
+{
+	char label[TIER_OID_MAX * 2 + 128];
+
+	if (!r->n_objs) {
+		printf("no stranded cache objects in the cache pool\n");
+		return;
+	}
+	for (size_t i = 0; i < r->n_groups; i++) {
+		const struct tier_stranded_group *g = &r->groups[i];
+
+		group_label(d, g, label, sizeof(label));
+		printf("%s: %zu object(s), %llu dirty (%llu bytes), %llu clean\n", label, g->n,
+		       (unsigned long long)g->n_dirty, (unsigned long long)g->dirty_bytes,
+		       (unsigned long long)g->n_clean);
+		for (size_t k = g->first; k < g->first + g->n; k++) {
+			const struct tier_stranded_obj *o = &r->objs[k];
+
+			printf("  %s  %s", o->oid, o->dirty ? "dirty" : o->bad_meta ? "incomplete" :
+			       "clean");
+			if (o->dirty)
+				printf("  %llu dirty bytes%s", (unsigned long long)o->dirty_bytes,
+				       o->nbits ? " (extents)" : "");
+			printf("\n");
+		}
+	}
+	printf("total: %zu stranded object(s), %llu dirty, %llu dirty bytes\n", r->n_objs,
+	       (unsigned long long)r->n_dirty, (unsigned long long)r->dirty_bytes);
+}
+
+static int run_stranded(struct tierd *d, const char *action, bool force)
+{
+	const struct tierd_config *c = d->cfg;
+	struct tier_stranded_report *r = NULL;
+	struct tier_stranded_result res;
+	enum tier_stranded_action act = TIER_STRANDED_CLEAN;
+	static struct resolved rv;
+	bool list = !strcmp(action, "list");
+	int rc, ret = 1;
+
+	if (!strcmp(action, "flush"))
+		act = TIER_STRANDED_FLUSH;
+	else if (!strcmp(action, "drop"))
+		act = TIER_STRANDED_DROP;
+	else if (!list) {
+		fprintf(stderr, "tierd: --stranded takes list, flush or drop, not '%s'\n", action);
+		return 2;
+	}
+	if (c->backend == TIERD_BACKEND_LOCAL && take_lock(d) < 0)
+		goto out;
+	if (tier_cq_create(NULL, NULL, &d->cq) < 0)
+		goto out;
+	rc = c->backend == TIERD_BACKEND_LOCAL ? create_local_stores(d) : create_rados_stores(d);
+	if (rc < 0 || resolve_all(d, &rv) < 0)
+		goto out;
+	rc = tier_stranded_scan(d->cache, d->cq, c->tier.object_size, rv.si, rv.n, &r);
+	if (rc < 0) {
+		tlog(d, TIER_LOG_ERROR, "scanning the cache pool: %s", strerror(-rc));
+		goto out;
+	}
+	print_report(d, r);
+	if (list || !r->n_objs) {
+		ret = 0;
+		goto out;
+	}
+	if (act == TIER_STRANDED_DROP && r->n_dirty && !force) {
+		fprintf(stderr, "tierd: drop would discard %llu dirty object(s), %llu bytes that "
+			"exist nowhere else; nothing done. Add --force to discard them, or use "
+			"--stranded flush to keep them\n", (unsigned long long)r->n_dirty,
+			(unsigned long long)r->dirty_bytes);
+		goto out;
+	}
+	rc = tier_stranded_resolve(d->base, d->cache, d->cq, r, act, tierd_log_cb, d, &res);
+	if (act == TIER_STRANDED_FLUSH)
+		printf("flushed %llu dirty object(s), %llu bytes, to the base pool (durably); ",
+		       (unsigned long long)res.flushed, (unsigned long long)res.flushed_bytes);
+	else
+		printf("discarded %llu dirty object(s), %llu dirty bytes; ",
+		       (unsigned long long)res.dropped_dirty,
+		       (unsigned long long)res.dropped_dirty_bytes);
+	printf("removed %llu cache object(s)", (unsigned long long)res.removed);
+	if (res.failed)
+		printf("; %llu FAILED and left in place (see the errors above)",
+		       (unsigned long long)res.failed);
+	printf("\n");
+	ret = rc < 0 ? 1 : 0;
+out:
+	tier_stranded_free(r);
+	tier_store_destroy(d->base);
+	tier_store_destroy(d->cache);
+	if (d->cq)
+		tier_cq_drain(d->cq);
+	tier_cq_destroy(d->cq);
+#if HAVE_RADOS
+	for (size_t i = 0; i < d->n_rbd; i++)
+		tier_rbd_close(d->rados, d->cfg->rados_base_pool, &d->rbd[i]);
+	tier_rados_disconnect(d->rados);
+#endif
+	if (d->lock_fd >= 0)
+		close(d->lock_fd);
+	return ret;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tierd --config FILE [--foreground] [--check]\n"
+		"       tierd --config FILE --stranded list|flush|drop [--force]\n"
 		"  -c, --config FILE   configuration file (INI; see tierd.conf.example)\n"
 		"  -f, --foreground    run in the foreground (always; for systemd)\n"
 		"  -n, --check         parse the configuration, report errors and exit\n"
+		"  --stranded ACTION   offline (tierd not running): cache objects of images\n"
+		"                      not in the config or past their end: list them, flush\n"
+		"                      their dirty data to the base pool and remove them, or\n"
+		"                      drop them (dirty data too: needs --force); then exit\n"
+		"  --force             with --stranded drop: discard dirty data\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this text\n");
 }
@@ -696,14 +945,16 @@ int main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "check", no_argument, NULL, 'n' },
+		{ "stranded", required_argument, NULL, 's' },
+		{ "force", no_argument, NULL, 'F' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tierd d = { .lock_fd = -1, .log_level = TIER_LOG_INFO };
-	const char *path = NULL;
+	const char *path = NULL, *stranded = NULL;
 	char err[1024] = "";
-	bool check = false;
+	bool check = false, force = false;
 	int opt, rc;
 
 	while ((opt = getopt_long(argc, argv, "c:fnVh", longopts, NULL)) != -1) {
@@ -711,12 +962,14 @@ int main(int argc, char **argv)
 		case 'c': path = optarg; break;
 		case 'f': break;
 		case 'n': check = true; break;
+		case 's': stranded = optarg; break;
+		case 'F': force = true; break;
 		case 'V': printf("tierd %s\n", TIER_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!path || optind != argc) {
+	if (!path || optind != argc || (force && !stranded) || (check && stranded)) {
 		usage(stderr);
 		return 2;
 	}
@@ -731,6 +984,11 @@ int main(int argc, char **argv)
 		printf("%s: OK\n", path);
 		tierd_config_free(d.cfg);
 		return 0;
+	}
+	if (stranded) {
+		rc = run_stranded(&d, stranded, force);
+		tierd_config_free(d.cfg);
+		return rc;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if ((rc = uv_loop_init(&d.loop)) < 0) {

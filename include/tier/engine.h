@@ -139,6 +139,90 @@ char *tier_engine_hitset_json(const struct tier_engine *e);
 /* Bytes of engine memory per cached object (measured), for reports. */
 size_t tier_engine_bytes_per_object(const struct tier_engine *e);
 
+/* ---- stranded cache objects (libtier/stranded.c) ----
+ *
+ * Cache-pool objects that belong to no configured image, or lie past the end
+ * of one, are "stranded": the engine never flushes, evicts or counts them, and
+ * an image opened later under their prefix would adopt them (stale).  These
+ * helpers find and resolve them before an engine serves the pool, or from an
+ * offline tool.  Unlike the engine they BLOCK: they submit ops and wait on
+ * cq (tier_cq_wait/tier_cq_drain) until done, running any other completion
+ * queued there too.  Names starting with "tier." (hitset archives, barriers)
+ * and names that are not "<prefix>.<16 lowercase hex>" are never stranded.
+ */
+struct tier_stranded_image {
+	const char *name;            /* export name (reports only) */
+	const char *object_prefix;
+	uint64_t size;               /* bytes */
+};
+
+struct tier_stranded_obj {
+	char oid[TIER_OID_MAX];
+	uint64_t objno;
+	uint64_t version;            /* store version at the scan (guards the remove) */
+	uint64_t size;               /* bytes of the cache object */
+	uint64_t dirty_bytes;        /* data only this copy holds (0 = clean) */
+	uint32_t object_size;        /* from tier.meta (0 if bad_meta) */
+	uint32_t extent_size, nbits; /* extent mode (from tier.meta), else 0 */
+	uint64_t *dirty_bits;        /* extent mode and dirty: the dirty bitmap */
+	bool dirty;
+	bool bad_meta;               /* missing/malformed/incomplete: holds no acknowledged write */
+	bool done;                   /* resolved (removed, or flushed and removed) */
+};
+
+struct tier_stranded_group {     /* the objects of one prefix */
+	char prefix[TIER_OID_MAX];
+	const char *image;           /* configured image it lies past the end of, or NULL */
+	uint64_t image_size;         /* that image's size */
+	size_t first, n;             /* objs[first .. first+n) */
+	uint64_t n_dirty, dirty_bytes, n_clean;   /* n_clean includes bad_meta ones */
+};
+
+struct tier_stranded_report {
+	struct tier_stranded_obj *objs;
+	size_t n_objs;
+	struct tier_stranded_group *groups;
+	size_t n_groups;
+	uint64_t n_dirty, dirty_bytes;
+	size_t n_ignored;            /* other names (not image data), left alone */
+};
+
+/*
+ * List the cache pool and STAT every stranded candidate.  object_size is the
+ * configured one (an image's extent).  0, -ENOMEM, or a store error (-EIO...).
+ */
+int tier_stranded_scan(struct tier_store *cache, struct tier_cq *cq, uint64_t object_size,
+		       const struct tier_stranded_image *imgs, size_t n_imgs,
+		       struct tier_stranded_report **out);
+void tier_stranded_free(struct tier_stranded_report *r);
+
+enum tier_stranded_action {
+	TIER_STRANDED_CLEAN,   /* remove clean (and bad-meta) objects only; dirty ones stay */
+	TIER_STRANDED_FLUSH,   /* write dirty data to base (FUA), then remove everything */
+	TIER_STRANDED_DROP,    /* remove everything, dirty data included */
+};
+
+struct tier_stranded_result {
+	uint64_t removed;             /* cache objects removed (all kinds) */
+	uint64_t flushed, flushed_bytes;
+	uint64_t dropped_dirty, dropped_dirty_bytes;
+	uint64_t failed;              /* objects left in place after an error */
+};
+
+/*
+ * Carry out action on every object of r (base may be NULL unless FLUSH).
+ * Flush of a dirty object: read its dirty data (in extent mode only the
+ * dirty extents, from its bitmap) from the cache, write it to base with the
+ * last write FUA, and only then remove the cache copy, guarded by the version
+ * seen at the scan.  The removes end with a FUA barrier on the cache pool, so
+ * a power cut cannot bring back a removed stale copy.  Marks objects done,
+ * logs each (INFO) and errors (ERROR) through log.  Returns 0, or the first
+ * error (-ECANCELED: an object changed since the scan); out is filled anyway.
+ */
+int tier_stranded_resolve(struct tier_store *base, struct tier_store *cache, struct tier_cq *cq,
+			  struct tier_stranded_report *r, enum tier_stranded_action action,
+			  tier_log_fn log, void *log_arg, struct tier_stranded_result *out);
+
 #ifdef __cplusplus
 }
 #endif
