@@ -11,6 +11,10 @@
 #   BUILD_DIR defaults to ./build.  The exit status is meson's.
 # The C tests skip (exit 77) without CEPH_CONF; under this script it is always
 # set, so a skip here means the test binary was not built.
+# The cluster's cache OSD (osd.1) is bluestore on a sparse file, so that
+# ceph_osd_kill can SIGKILL and restart it with its data; set
+# CEPH_DEV_CACHE_OSD_STORE=memstore to run the others on memstore (ceph_osd_kill
+# then skips).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +39,7 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
+export CEPH_DEV_CACHE_OSD_STORE=${CEPH_DEV_CACHE_OSD_STORE:-bluestore}
 "$root/deploy/ceph-dev-cluster" start "$dir"
 eval "$("$root/deploy/ceph-dev-cluster" env "$dir")"
 export CEPH_CONF
