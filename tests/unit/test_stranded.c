@@ -130,6 +130,17 @@ static const struct tier_stranded_obj *find(const struct tier_stranded_report *r
 	return NULL;
 }
 
+static const struct tier_stranded_obj *must(const struct tier_stranded_report *r, const char *oid)
+{
+	const struct tier_stranded_obj *o = find(r, oid);
+
+	if (!o) {
+		fail_msg("%s is not in the report", oid);
+		abort();
+	}
+	return o;
+}
+
 /* What is stranded, what is not, and how it is counted. */
 static void test_scan(void **state)
 {
@@ -184,12 +195,11 @@ static void test_scan(void **state)
 	assert_string_equal(r->objs[r->groups[1].first].oid, "rbd_data.keep.0000000000000002");
 	assert_string_equal(r->groups[2].prefix, "rbd_data.keep.0000000000000001");
 	assert_null(r->groups[2].image);
-	o = find(r, "rbd_data.gone.0000000000000002");
-	assert_non_null(o);
+	o = must(r, "rbd_data.gone.0000000000000002");
 	assert_true(o->bad_meta && !o->dirty);
-	o = find(r, "rbd_data.gone.0000000000000003");
+	o = must(r, "rbd_data.gone.0000000000000003");
 	assert_true(o->bad_meta && !o->dirty);
-	o = find(r, "rbd_data.gone.0000000000000001");
+	o = must(r, "rbd_data.gone.0000000000000001");
 	assert_true(o->dirty && !o->nbits);
 	assert_int_equal(o->dirty_bytes, OS);
 	assert_int_equal(o->version, 4);
