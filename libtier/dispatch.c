@@ -123,8 +123,6 @@ static void submit_or_fail(struct tier_engine *e, struct tier_store *st, struct 
 
 	if (st == e->base)
 		x->t_base = tier__eng_now_ns(e);
-	if (x->op.opcode == TIER_STORE_REMOVE)
-		tier__note_remove(e, st, x->op.flags);
 	rc = tier_store_submit(st, &x->op);
 
 	if (rc < 0) {
@@ -339,7 +337,10 @@ static void proxy_cb(struct tier_store_op *op)
 	tier__base_latency(e, tier__eng_now_ns(e) - x->t_base);
 	if (r == -ENOENT && op->opcode == TIER_STORE_REMOVE)
 		r = 0;
-	if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
+	/* counted once it happened: a barrier sent earlier cannot cover it */
+	if (r >= 0 && op->opcode == TIER_STORE_REMOVE)
+		tier__note_remove(e, e->base, op->flags);
+	else if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
 		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
 	if (x->step == PROXY_NEW_EXTENTS)
 		o->nproxy--;
@@ -392,31 +393,53 @@ static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ex
 		x->op.off = x->off;
 		x->op.len = x->len;
 	}
+	/*
+	 * What a power cut may leave must never lie (docs/DURABILITY.md):
+	 *  - overwriting extents the store holds as clean: base has the old
+	 *    bytes, so the dirty mark (pre_meta) is made durable first, or a
+	 *    "clean" copy could come back holding bytes base never had;
+	 *  - making extents valid (a new object, new extents, fills): their
+	 *    data must be durable before a meta that calls them valid
+	 *    (F_ORDERED), or they come back as zeros over base's good bytes.
+	 * Overwrites of dirty extents need neither.
+	 */
+	bool clean_over = false, new_valid = false;
+
+	pl = 0;
 	if (o->bits) {
 		uint64_t *ov = o->bits, *od = o->bits + e->nwords;
 		uint64_t *nv = x->nbits, *nd = x->nbits + e->nwords;
 		/* pre_meta: old valid bits; overwritten valid extents count as dirty */
 		uint64_t *tmp = x->nbits + 2 * e->nwords;
 
-		for (size_t i = 0; i < e->nwords; i++)
+		for (size_t i = 0; i < e->nwords; i++) {
 			tmp[i] = od[i] | (nd[i] & ov[i]);
+			clean_over |= (nd[i] & ov[i] & ~od[i]) != 0;
+			new_valid |= (nv[i] & ~ov[i]) != 0;
+		}
 		ml = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, nv, nd, meta);
-		pl = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, ov, tmp, pre);
+		if (clean_over)
+			pl = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, ov, tmp, pre);
 	} else {
 		ml = tier__meta_encode_obj(e, TIER_META_F_DIRTY, x->new_version, NULL, NULL, meta);
-		pl = ml;
-		memcpy(pre, meta, (size_t)ml);
+		clean_over = o->state == TIER__CLEAN;
+		new_valid = creating;
+		if (clean_over && ml > 0) {
+			pl = ml;
+			memcpy(pre, meta, (size_t)ml);
+		}
 	}
 	if (ml < 0 || pl < 0) {
 		x->op.result = -EINVAL;
 		cw_cb(&x->op);
 		return;
 	}
-	x->op.flags = TIER_STORE_F_META | fua(x) | (creating ? TIER_STORE_F_EXCL : 0);
+	x->op.flags = TIER_STORE_F_META | fua(x) | (creating ? TIER_STORE_F_EXCL : 0) |
+		      (new_valid ? TIER_STORE_F_ORDERED : 0);
 	x->op.meta = meta;
 	x->op.meta_len = (uint32_t)ml;
-	x->op.pre_meta = pre;
-	x->op.pre_meta_len = (uint32_t)pl;
+	x->op.pre_meta = clean_over ? pre : NULL;
+	x->op.pre_meta_len = clean_over ? (uint32_t)pl : 0;
 	x->op.version = x->new_version;
 	submit_or_fail(e, e->cache, x);
 }
@@ -571,7 +594,7 @@ static void drop_cb(struct tier_store_op *op)
 		}
 		x->step = 11;
 		op_init(x, TIER_STORE_REMOVE, drop_cb);
-		x->op.flags = fua(x);   /* FUA: the copy must not come back either */
+		x->op.flags = TIER_STORE_F_FUA;   /* see start_drop */
 		submit_or_fail(e, e->cache, x);
 		goto out;
 	}
@@ -608,7 +631,15 @@ static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__
 	o->flags |= TIER__OF_EXCL;
 	x->step = with_base ? 10 : 12;
 	op_init(x, TIER_STORE_REMOVE, drop_cb);
-	x->op.flags = fua(x);
+	/*
+	 * Both removes are durable at once, FUA or not.  The cache copy: once
+	 * it is gone base is authoritative, and a copy coming back after a
+	 * power cut would serve old bytes over whatever base gets next.  The
+	 * base object (whole-object trim of a cached object): the cache copy
+	 * may be the only holder of flushed data, so base must not come back
+	 * with older bytes once that copy is gone.
+	 */
+	x->op.flags = TIER_STORE_F_FUA;
 	submit_or_fail(e, with_base ? e->base : e->cache, x);
 }
 

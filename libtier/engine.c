@@ -260,8 +260,8 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 	e->p = o->params;
 	e->base = o->base;
 	e->cache = o->cache;
-	e->sync_base = !strcmp(tier_store_backend_name(o->base), "local");
-	e->sync_cache = !strcmp(tier_store_backend_name(o->cache), "local");
+	e->sync_base = tier_store_volatile_acks(o->base);
+	e->sync_cache = tier_store_volatile_acks(o->cache);
 	e->nbits = nbits;
 	e->nwords = tier_meta_words(nbits);
 	e->meta_cap = (tier_meta_size(nbits) + 15) & ~(size_t)15;

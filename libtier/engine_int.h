@@ -44,6 +44,7 @@ enum {
 };
 
 struct tier__ext;
+struct tier__sync_wait;
 
 /* One object of the map: kept at 64 bytes (see tier_engine_bytes_per_object). */
 struct tier__obj {
@@ -109,6 +110,10 @@ struct tier__job {
 	bool redirtied;                 /* flush: a cache write started during it */
 	uint64_t t_start_ms;
 	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
+	struct tier__job *fprev;        /* sync: the list is doubly linked (O(1) removal) */
+	uint64_t seq;                   /* sync: its number, in start order */
+	uint64_t sync_key;              /* sync: the object synced (0 flags: a barrier) */
+	uint16_t sync_flags;            /* sync: the UNSYNC flags it covers */
 	uint64_t ops_gen[2];            /* remove barrier: rm_gen covered, per pool */
 	struct tier_store_op op;
 	uint8_t meta[];                 /* TIER_META_MAX */
@@ -153,7 +158,9 @@ struct tier_engine {
 	uint64_t n_promoting, promoting_bytes;   /* admitted, not yet cached */
 	uint64_t n_resv, resv_bytes;    /* admitted: queued promotions, new extents in flight */
 	struct tier__job *flushes;      /* flush jobs in flight */
-	struct tier__job *syncs;        /* sync jobs in flight (a FLUSH waits for them too) */
+	struct tier__job *syncs, *syncs_tail;   /* sync jobs in flight, by seq */
+	uint64_t sync_seq;              /* number of the last sync job started */
+	struct tier__sync_wait *sync_waits, *sync_waits_tail;   /* FLUSHes, by seq */
 	/*
 	 * Non-FUA removes (evict, drops, whole-object trims) per pool [cache,
 	 * base] and how many of them a completed directory barrier covers:

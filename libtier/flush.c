@@ -513,13 +513,17 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 		return -ENOMEM;
 	o->flags |= TIER__OF_EVICTING;
 	e->agent_evicting++;
+	/*
+	 * FUA: once the engine calls the object ABSENT, base is authoritative
+	 * and may change; a copy that came back after a power cut would serve
+	 * its old bytes over them.
+	 */
 	j->op.opcode = TIER_STORE_REMOVE;
-	j->op.flags = TIER_STORE_F_GUARD;
+	j->op.flags = TIER_STORE_F_GUARD | TIER_STORE_F_FUA;
 	j->op.expect_version = o->version;
 	j->op.cb = evict_cb;
 	j->op.priv = j;
 	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
-	tier__note_remove(e, e->cache, j->op.flags);
 	if (tier_store_submit(e->cache, &j->op) < 0) {
 		j->op.result = -EINVAL;
 		evict_cb(&j->op);
@@ -530,24 +534,74 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 /* ---- sync (NBD_CMD_FLUSH) ---- */
 
 /*
- * Every object written without FUA since the last sync gets a one-byte
- * READ with F_FUA on each pool it was written in: the store contract is
- * that F_FUA makes the object durable before completion (local backend:
- * fdatasync of the object file; rados: writes are durable when acked).
+ * A sync job makes one object durable on each pool it was written in
+ * without FUA since its last sync (a one-byte READ with F_FUA: the store's
+ * sync barrier of that object), or is a name barrier for the base pool's
+ * removes (a FUA REMOVE of an object that never exists).  Each job takes a
+ * sequence number when it starts; the jobs in flight form a list in that
+ * order.  A FLUSH starts jobs for what is unsynced now, then waits for
+ * every job numbered up to the last one started: jobs an earlier FLUSH or
+ * the background started cover the writes completed before they started,
+ * so nothing is issued twice and a FLUSH costs the objects it must sync,
+ * however many FLUSHes are in flight.  A failed job puts its object's
+ * UNSYNC flags back and fails every FLUSH waiting for it; later FLUSHes
+ * sync the object again, so the error sticks until a sync succeeds.
  */
-static void sync_put(struct tier__job *j)
-{
-	struct tier__job **pp = &j->e->syncs;
+struct tier__sync_wait {
+	struct tier__sync_wait *next;
+	struct tier_request *req;
+	uint64_t seq;   /* done when every job numbered <= seq is */
+	int err;
+};
 
-	if (--j->npending)
-		return;
-	while (*pp && *pp != j)
-		pp = &(*pp)->fnext;
-	if (*pp)
-		*pp = j->fnext;
-	if (j->req)
-		tier__req_put(j->e, j->req, j->err ? -EIO : 0);
+static void sync_wake(struct tier_engine *e)
+{
+	uint64_t low = e->syncs ? e->syncs->seq : UINT64_MAX;
+	struct tier__sync_wait *w;
+
+	while ((w = e->sync_waits) && w->seq < low) {
+		e->sync_waits = w->next;
+		if (!e->sync_waits)
+			e->sync_waits_tail = NULL;
+		tier__req_put(e, w->req, w->err);
+		free(w);
+	}
+}
+
+static void sync_end(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+
+	if (j->fprev)
+		j->fprev->fnext = j->fnext;
+	else
+		e->syncs = j->fnext;
+	if (j->fnext)
+		j->fnext->fprev = j->fprev;
+	else
+		e->syncs_tail = j->fprev;
+	if (j->err) {
+		struct tier__obj *o = j->sync_flags ? tier__obj_find(e, j->sync_key) : NULL;
+
+		e->st.sync_errors++;
+		tier__log(e, TIER_LOG_WARN, "sync of %s failed: %s; a FLUSH covering it fails "
+			  "until it is synced again", j->ops[0].oid[0] ? j->ops[0].oid : j->ops[1].oid,
+			  strerror(-j->err));
+		/* errseq: the data is still not known durable, sync it again next time */
+		if (o) {
+			if (j->sync_flags & TIER__OF_UNSYNC_C)
+				tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+			if (j->sync_flags & TIER__OF_UNSYNC_B)
+				tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
+		}
+		for (struct tier__sync_wait *w = e->sync_waits; w; w = w->next)
+			if (w->seq >= j->seq && !w->err)
+				w->err = -EIO;
+	} else if (j->sync_flags) {
+		e->st.syncs++;
+	}
 	tier__job_free(j);
+	sync_wake(e);
 }
 
 static void sync_cb(struct tier_store_op *op)
@@ -558,79 +612,9 @@ static void sync_cb(struct tier_store_op *op)
 
 	if (r < 0 && r != -ENOENT && !j->err)
 		j->err = r;
-	sync_put(j);
+	if (!--j->npending)
+		sync_end(j);
 	tier__deliver(e);
-}
-
-static void sync_one(struct tier_engine *e, struct tier_image *img, struct tier_request *req,
-		     uint64_t key, uint16_t flags)
-{
-	struct tier__job *j = tier__job_new(e, TIER__J_SYNC, img, NULL);
-	struct tier_store *st[2] = { e->cache, e->base };
-	uint16_t fl[2] = { TIER__OF_UNSYNC_C, TIER__OF_UNSYNC_B };
-
-	if (!j || !(j->ops = calloc(2, sizeof(*j->ops)))) {
-		tier__job_free(j);
-		if (req && !req->first_err)
-			req->first_err = -ENOMEM;
-		return;
-	}
-	j->req = req;
-	if (req)
-		req->pending++;
-	j->npending = 1;   /* guard */
-	j->version = key;
-	j->len = flags;
-	j->fnext = e->syncs;
-	e->syncs = j;
-	for (int i = 0; i < 2; i++) {
-		struct tier_store_op *op = &j->ops[i];
-		if (!(flags & fl[i]))
-			continue;
-		op->opcode = TIER_STORE_READ;
-		op->flags = TIER_STORE_F_FUA;
-		op->off = 0;
-		op->len = 1;
-		op->buf = j->meta + i;
-		op->cb = sync_cb;
-		op->priv = j;
-		tier__oid(img, TIER__KEY_OBJNO(key), op->oid);
-		j->npending++;
-		if (tier_store_submit(st[i], op) < 0)
-			j->npending--;
-	}
-	sync_put(j);
-}
-
-static void sync_keys(struct tier_engine *e, struct tier_image *only, struct tier_request *req)
-{
-	size_t w = 0;
-
-	for (size_t i = 0; i < e->n_unsync; i++) {
-		uint64_t key = e->unsync[i];
-		struct tier__obj *o = tier__obj_find(e, key);
-		struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(key));
-		uint16_t f;
-
-		if (!o || !img)
-			continue;
-		if (only && img != only) {
-			e->unsync[w++] = key;
-			continue;
-		}
-		f = o->flags & (TIER__OF_UNSYNC_C | TIER__OF_UNSYNC_B);
-		o->flags &= (uint16_t)~f;
-		if (f)
-			sync_one(e, img, req, key, f);
-		tier__obj_release(e, o);
-	}
-	e->n_unsync = w;
-}
-
-void tier__note_remove(struct tier_engine *e, struct tier_store *st, uint32_t flags)
-{
-	if (!(flags & TIER_STORE_F_FUA))
-		e->rm_gen[st == e->base]++;
 }
 
 static void barrier_cb(struct tier_store_op *op)
@@ -645,28 +629,126 @@ static void barrier_cb(struct tier_store_op *op)
 	sync_cb(op);
 }
 
+/* A new job, numbered and at the tail of the list; NULL on ENOMEM. */
+static struct tier__job *sync_job_new(struct tier_engine *e, struct tier_image *img)
+{
+	struct tier__job *j = tier__job_new(e, TIER__J_SYNC, img, NULL);
+
+	if (!j || !(j->ops = calloc(2, sizeof(*j->ops)))) {
+		tier__job_free(j);
+		return NULL;
+	}
+	j->seq = ++e->sync_seq;
+	j->npending = 1;   /* held while submitting */
+	j->fprev = e->syncs_tail;
+	if (e->syncs_tail)
+		e->syncs_tail->fnext = j;
+	else
+		e->syncs = j;
+	e->syncs_tail = j;
+	return j;
+}
+
+static void sync_job_submit(struct tier__job *j, int pool, struct tier_store_op *op)
+{
+	struct tier_store *st = pool ? j->e->base : j->e->cache;
+
+	op->priv = j;
+	j->npending++;
+	if (tier_store_submit(st, op) < 0) {
+		j->npending--;
+		if (!j->err)
+			j->err = -EINVAL;
+	}
+}
+
+/* Drop the submit hold: the job may end here (its callbacks all ran). */
+static void sync_job_go(struct tier__job *j)
+{
+	if (!--j->npending)
+		sync_end(j);
+}
+
+static int sync_one(struct tier_engine *e, struct tier_image *img, uint64_t key, uint16_t flags)
+{
+	static const uint16_t fl[2] = { TIER__OF_UNSYNC_C, TIER__OF_UNSYNC_B };
+	struct tier__job *j = sync_job_new(e, img);
+
+	if (!j)
+		return -ENOMEM;
+	j->sync_key = key;
+	j->sync_flags = flags;
+	for (int i = 0; i < 2; i++) {
+		struct tier_store_op *op = &j->ops[i];
+
+		if (!(flags & fl[i]))
+			continue;
+		op->opcode = TIER_STORE_READ;
+		op->flags = TIER_STORE_F_FUA;
+		op->off = 0;
+		op->len = 1;
+		op->buf = j->meta + i;
+		op->cb = sync_cb;
+		tier__oid(img, TIER__KEY_OBJNO(key), op->oid);
+		sync_job_submit(j, i, op);
+	}
+	sync_job_go(j);
+	return 0;
+}
+
+/* Start a sync of every unsynced object (of `only`, or all). */
+static int sync_keys(struct tier_engine *e, struct tier_image *only)
+{
+	size_t w = 0, i;
+	int rc = 0;
+
+	for (i = 0; i < e->n_unsync; i++) {
+		uint64_t key = e->unsync[i];
+		struct tier__obj *o = tier__obj_find(e, key);
+		struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(key));
+		uint16_t f;
+
+		if (!o || !img)
+			continue;
+		f = o->flags & (TIER__OF_UNSYNC_C | TIER__OF_UNSYNC_B);
+		if (!f)
+			continue;
+		if ((only && img != only) || rc < 0) {
+			e->unsync[w++] = key;
+			continue;
+		}
+		rc = sync_one(e, img, key, f);
+		if (rc < 0) {
+			e->unsync[w++] = key;   /* flags kept: a later FLUSH tries again */
+			continue;
+		}
+		o->flags &= (uint16_t)~f;
+		tier__obj_release(e, o);
+	}
+	e->n_unsync = w;
+	return rc;
+}
+
+void tier__note_remove(struct tier_engine *e, struct tier_store *st, uint32_t flags)
+{
+	if (!(flags & TIER_STORE_F_FUA))
+		e->rm_gen[st == e->base]++;
+}
+
 /*
  * Removes are made durable by the directory (local) or the OSD (rados), not
  * by syncing an object: a FUA REMOVE of an object that never exists is the
- * barrier that covers every earlier remove on that pool.
+ * barrier that covers every remove completed before it on that pool.
  */
-static void sync_removes(struct tier_engine *e, struct tier_image *img, struct tier_request *req)
+static int sync_removes(struct tier_engine *e, struct tier_image *img)
 {
-	struct tier_store *st[2] = { e->cache, e->base };
 	struct tier__job *j;
 
 	if (e->rm_gen[0] == e->rm_synced[0] && e->rm_gen[1] == e->rm_synced[1])
-		return;
-	j = tier__job_new(e, TIER__J_SYNC, img, NULL);
-	if (!j || !(j->ops = calloc(2, sizeof(*j->ops)))) {
-		tier__job_free(j);
-		if (!req->first_err)
-			req->first_err = -ENOMEM;
-		return;
-	}
-	j->req = req;
-	req->pending++;
-	j->npending = 1;   /* guard */
+		return 0;
+	j = sync_job_new(e, img);
+	if (!j)
+		return -ENOMEM;
 	for (int i = 0; i < 2; i++) {
 		struct tier_store_op *op = &j->ops[i];
 
@@ -676,35 +758,46 @@ static void sync_removes(struct tier_engine *e, struct tier_image *img, struct t
 		op->opcode = TIER_STORE_REMOVE;
 		op->flags = TIER_STORE_F_FUA;
 		op->cb = barrier_cb;
-		op->priv = j;
 		snprintf(op->oid, sizeof(op->oid), "tier.sync-barrier");
-		j->npending++;
-		if (tier_store_submit(st[i], op) < 0)
-			j->npending--;
+		sync_job_submit(j, i, op);
 	}
-	sync_put(j);
+	sync_job_go(j);
+	return 0;
 }
 
 /*
- * A FLUSH covers every write acknowledged before it, also those whose sync
- * an earlier FLUSH or the background already started (their UNSYNC flags
- * are gone): sync those objects again for this request (a second fdatasync
- * waits for the first's writeback), rather than answer before they land.
+ * A FLUSH covers every write acknowledged before it: sync what is unsynced
+ * now, then wait for every sync in flight (they cover what was unsynced
+ * before; their UNSYNC flags are gone).
  */
 void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req)
 {
-	req->pending++;   /* guard while fanning out */
-	for (struct tier__job *j = e->syncs, *n; j; j = n) {
-		n = j->fnext;   /* new jobs go in front: not visited */
-		if (j->img == img)
-			sync_one(e, img, req, j->version, (uint16_t)j->len);
+	struct tier__sync_wait *w;
+	int rc;
+
+	req->pending++;   /* held while starting */
+	rc = sync_keys(e, img);
+	if (rc == 0)
+		rc = sync_removes(e, img);
+	if (rc == 0 && e->syncs) {
+		w = calloc(1, sizeof(*w));
+		if (!w) {
+			rc = -ENOMEM;
+		} else {
+			w->req = req;
+			w->seq = e->sync_seq;
+			req->pending++;
+			if (e->sync_waits_tail)
+				e->sync_waits_tail->next = w;
+			else
+				e->sync_waits = w;
+			e->sync_waits_tail = w;
+		}
 	}
-	sync_keys(e, img, req);
-	sync_removes(e, img, req);
-	tier__req_put(e, req, 0);
+	tier__req_put(e, req, rc);
 }
 
 void tier__sync_background(struct tier_engine *e)
 {
-	sync_keys(e, NULL, NULL);
+	(void)sync_keys(e, NULL);
 }

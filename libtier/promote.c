@@ -10,7 +10,7 @@
  * cannot all see the same room: the cache passes its target by at most one
  * admission, i.e. one object (object mode) or one write's extents.  A
  * promotion reads the whole object from base and writes it to the cache as
- * CLEAN, data and meta in one op with F_EXCL.  It must never overwrite a
+ * CLEAN, data and meta in one op with F_EXCL and F_ORDERED.  It must never overwrite a
  * cache object it does not know about and never mark a copy CLEAN before
  * the store acknowledged the full data.
  */
@@ -116,7 +116,7 @@ static void promote_cb(struct tier_store_op *op)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 	int r = op->result;
-	int ml, pl;
+	int ml;
 
 	if (j->step == 0) {
 		tier__base_latency(e, tier__eng_now_ns(e) - j->t_base);
@@ -128,24 +128,26 @@ static void promote_cb(struct tier_store_op *op)
 			promote_done(j, false);
 			return;
 		}
+		/*
+		 * F_ORDERED: a CLEAN meta must never be durable before the data it
+		 * vouches for, or a power cut leaves a "clean" copy of zeros over
+		 * base's good bytes.  A new object needs no pre_meta: a crash before
+		 * the meta leaves a file without one, which rebuild discards.
+		 */
 		j->step = 1;
 		ml = tier__meta_encode_obj(e, 0, 1, NULL, NULL, j->meta);
-		pl = tier__meta_encode_obj(e, TIER_META_F_INCOMPLETE, 1, NULL, NULL,
-					   j->meta + TIER_META_MAX / 2);
 		memset(op, 0, sizeof(*op));
 		op->opcode = TIER_STORE_WRITE;
-		op->flags = TIER_STORE_F_EXCL | TIER_STORE_F_META;
+		op->flags = TIER_STORE_F_EXCL | TIER_STORE_F_META | TIER_STORE_F_ORDERED;
 		tier__oid(j->img, TIER__KEY_OBJNO(o->key), op->oid);
 		op->buf = j->buf;
 		op->len = j->len;
 		op->meta = j->meta;
 		op->meta_len = (uint32_t)ml;
-		op->pre_meta = j->meta + TIER_META_MAX / 2;
-		op->pre_meta_len = (uint32_t)pl;
 		op->version = 1;
 		op->cb = promote_cb;
 		op->priv = j;
-		if (ml < 0 || pl < 0 || tier_store_submit(e->cache, op) < 0)
+		if (ml < 0 || tier_store_submit(e->cache, op) < 0)
 			promote_done(j, false);
 		return;
 	}

@@ -23,7 +23,7 @@ extern "C" {
 	X(promotions) X(promote_bytes) X(promote_throttled) X(promote_failed)   \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \
 	X(evictions) X(evict_bytes) X(evict_failed)                             \
-	X(hitset_archives) X(cache_errors)
+	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)
 
 /* X(name): current values (gauges). */
 #define TIER_GAUGES(X)                                                          \

@@ -397,8 +397,10 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	if (rc < 0)
 		goto out;
 	rc = tier_store_create(&local_ops, L, pool_name, cq, out);
-	if (rc == 0)
+	if (rc == 0) {
+		tier_store_set_volatile_acks(*out, true);   /* the page cache */
 		L = NULL;
+	}
 out:
 	local_destroy(L);
 	return rc;

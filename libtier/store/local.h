@@ -35,6 +35,12 @@ struct local_be {
 	unsigned guard_hold_us;     /* tests: widen the guard-to-effect window */
 	atomic_bool direct_ok;      /* cleared when the fs refuses O_DIRECT */
 	atomic_bool sidecar_only;   /* fs refuses user xattrs (or forced by env) */
+	/*
+	 * Name changes (creates, unlinks, sidecar renames) counted after they
+	 * happen, and how many a completed directory fsync covers: a FUA op
+	 * syncs the directory only when the two differ.
+	 */
+	atomic_uint_fast64_t ns_gen, ns_synced;
 	pthread_mutex_t stripes[LOCAL_STRIPES];
 
 	pthread_mutex_t crash_lock;

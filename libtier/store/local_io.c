@@ -54,7 +54,7 @@ struct opctx {
 	struct tier_store_op *op;
 	char enc[ENC_MAX + 1];
 	int fd;                     /* -1: object absent */
-	bool direct, created, dir_synced, meta_read;
+	bool direct, created, meta_read;
 	struct meta_rec m;
 };
 
@@ -85,6 +85,31 @@ static int sync_fd(int fd, bool data_only)
 	int rc = data_only ? fdatasync(fd) : fsync(fd);
 
 	return rc < 0 ? neg_errno() : 0;
+}
+
+/* A create, unlink or rename in the pool directory has happened. */
+static void ns_changed(struct local_be *L)
+{
+	atomic_fetch_add(&L->ns_gen, 1);
+}
+
+/*
+ * Make every name change that happened before this call durable: one
+ * directory fsync, skipped when an earlier one already covered them all.
+ */
+static int sync_names(struct local_be *L)
+{
+	uint_fast64_t g = atomic_load(&L->ns_gen), s = atomic_load(&L->ns_synced);
+	int rc;
+
+	if (s >= g)
+		return 0;
+	rc = sync_fd(L->dirfd, false);
+	if (rc < 0)
+		return rc;
+	while (s < g && !atomic_compare_exchange_weak(&L->ns_synced, &s, g))
+		;
+	return 0;
 }
 
 static ssize_t read_full(int fd, void *buf, size_t len, off_t off, bool direct)
@@ -323,11 +348,12 @@ static int sidecar_write(struct opctx *c, const uint8_t *rec, size_t n, bool dur
 	close(tfd);
 	if (rc == 0 && renameat(L->dirfd, tmp, L->dirfd, side) < 0)
 		rc = neg_errno();
+	ns_changed(L);   /* the temp name, and the rename if it happened */
 	if (rc < 0) {
 		unlinkat(L->dirfd, tmp, 0);
 		return rc;
 	}
-	return durable ? sync_fd(L->dirfd, false) : 0;
+	return durable ? sync_names(L) : 0;
 }
 
 static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_t len,
@@ -393,23 +419,17 @@ static int obj_create(struct opctx *c)
 		return 0;
 	/* a sidecar left by a removed object must not become this one's meta */
 	side_name(c->enc, side);
-	if (unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT)
+	if (unlinkat(c->L->dirfd, side, 0) == 0)
+		ns_changed(c->L);
+	else if (errno != ENOENT)
 		return neg_errno();
 	fd = obj_openat(c, O_CREAT | O_EXCL, 0644);
 	if (fd < 0)
 		return fd;
+	ns_changed(c->L);
 	c->fd = fd;
 	c->created = true;
 	return 0;
-}
-
-/* A new file's directory entry is durable only after the directory is synced. */
-static int sync_new_entry(struct opctx *c)
-{
-	if (!c->created || c->dir_synced)
-		return 0;
-	c->dir_synced = true;
-	return sync_fd(c->L->dirfd, false);
 }
 
 /* ---- the ops ---- */
@@ -442,10 +462,16 @@ static int do_read(struct opctx *c)
 	if (n < 0)
 		return (int)n;
 	memset((char *)op->buf + n, 0, op->len - (size_t)n);
-	/* READ with F_FUA is the engine's barrier for earlier unsynced writes */
+	/*
+	 * READ with F_FUA is the engine's barrier for earlier unsynced writes:
+	 * fsync (the xattr too), then the names (a new file's entry, a sidecar
+	 * rename) so that the object is found again after a power cut.
+	 */
 	if (op->flags & TIER_STORE_F_FUA) {
-		int rc = sync_fd(c->fd, false);   /* fsync: the xattr too */
+		int rc = sync_fd(c->fd, false);
 
+		if (rc == 0)
+			rc = sync_names(c->L);
 		if (rc < 0)
 			return rc;
 	}
@@ -484,21 +510,24 @@ static int zero_range(int fd, uint64_t off, uint64_t len)
 }
 
 /*
- * WRITE and ZERO.  Order: pre_meta (durable first when FUA), data, meta.  A
- * crash between steps leaves the old state, pre_meta with some of the data,
- * or everything: never new data under the old meta.
+ * WRITE and ZERO.  Order: pre_meta (always durable: it is what a power cut
+ * must find if the data moved), data (durable before the meta with FUA or
+ * F_ORDERED), meta.  A crash between steps leaves the old state, pre_meta
+ * with some of the data, or everything: never new data under the old meta,
+ * and with F_ORDERED never the new meta without the new data.
  */
 static int do_write(struct opctx *c)
 {
 	struct tier_store_op *op = c->op;
 	bool fua = op->flags & TIER_STORE_F_FUA, meta = op->flags & TIER_STORE_F_META;
+	bool ordered = fua || (meta && (op->flags & TIER_STORE_F_ORDERED));
 	int rc;
 
 	if (meta && op->pre_meta) {
 		if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
 			return rc;
-		rc = meta_put(c, op->version, op->pre_meta, op->pre_meta_len, fua);
-		if (rc < 0 || (fua && (rc = sync_new_entry(c)) < 0))
+		rc = meta_put(c, op->version, op->pre_meta, op->pre_meta_len, true);
+		if (rc < 0 || (fua && (rc = sync_names(c->L)) < 0))
 			return rc;
 	}
 	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
@@ -507,8 +536,7 @@ static int do_write(struct opctx *c)
 		rc = write_full(c->fd, op->buf, op->len, (off_t)op->off);
 	else
 		rc = zero_range(c->fd, op->off, op->len);
-	/* with FUA the data is durable before the meta that vouches for it */
-	if (rc == 0 && fua)
+	if (rc == 0 && ordered)
 		rc = sync_fd(c->fd, true);
 	if (rc < 0)
 		return rc;
@@ -519,7 +547,7 @@ static int do_write(struct opctx *c)
 		if (rc < 0)
 			return rc;
 	}
-	if (fua && (rc = sync_new_entry(c)) < 0)
+	if (fua && (rc = sync_names(c->L)) < 0)
 		return rc;
 	return op->opcode == TIER_STORE_WRITE ? (int)op->len : 0;
 }
@@ -536,7 +564,7 @@ static int do_setmeta(struct opctx *c)
 		return rc;
 	rc = meta_put(c, op->version, op->meta, op->meta_len, fua);
 	if (rc == 0 && fua)
-		rc = sync_new_entry(c);
+		rc = sync_names(c->L);
 	return rc;
 }
 
@@ -546,9 +574,9 @@ static int do_remove(struct opctx *c)
 	int rc;
 
 	if (c->fd < 0) {
-		/* a FUA remove is a barrier for earlier unlinks, even of nothing */
+		/* a FUA remove is a barrier for earlier name changes, even of nothing */
 		if (c->op->flags & TIER_STORE_F_FUA) {
-			rc = sync_fd(c->L->dirfd, false);
+			rc = sync_names(c->L);
 			if (rc < 0)
 				return rc;
 		}
@@ -558,11 +586,12 @@ static int do_remove(struct opctx *c)
 		return rc;
 	if (unlinkat(c->L->dirfd, c->enc, 0) < 0)
 		return neg_errno();
+	ns_changed(c->L);
 	side_name(c->enc, side);
 	if (unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT)
 		return neg_errno();
 	if (c->op->flags & TIER_STORE_F_FUA)
-		return sync_fd(c->L->dirfd, false);
+		return sync_names(c->L);
 	return 0;
 }
 

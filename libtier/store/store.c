@@ -27,6 +27,7 @@ struct tier_store {
 	uint64_t fault_taken;      /* matching ops let through, for stop_after */
 	int stopped;               /* crash model tripped */
 	uint64_t rng;
+	bool volatile_acks;        /* acked effects need a sync to survive a power cut */
 };
 
 uint64_t tier__now_ns(void)
@@ -113,6 +114,16 @@ const char *tier_store_pool_name(const struct tier_store *st)
 const char *tier_store_backend_name(const struct tier_store *st)
 {
 	return st->ops->name ? st->ops->name : "unknown";
+}
+
+bool tier_store_volatile_acks(const struct tier_store *st)
+{
+	return st->volatile_acks;
+}
+
+void tier_store_set_volatile_acks(struct tier_store *st, bool v)
+{
+	st->volatile_acks = v;
 }
 
 uint64_t tier_store_in_flight(const struct tier_store *st)
@@ -246,6 +257,8 @@ int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
 	op->t_submit_ns = tier__now_ns();
 	st->in_flight++;
 	st->stats.ops[op->opcode]++;
+	if (op->flags & TIER_STORE_F_FUA)
+		st->stats.fua_ops[op->opcode]++;
 	if (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_WRITE ||
 	    op->opcode == TIER_STORE_ZERO)
 		st->stats.bytes[op->opcode] += op->len;

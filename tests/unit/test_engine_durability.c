@@ -264,15 +264,12 @@ static void test_local_flush_waits_for_sync_in_flight(void **state)
 }
 
 /*
- * A flush that starts while a whole-object TRIM's drop runs (it waits for
- * the exclusive op) finds the object gone when it resumes: it ends quietly,
- * it does not read a removed object and call that a cache pool failure.
- */
-/*
- * Power loss and removes: an evict (a REMOVE without FUA) must be covered by
- * the next FLUSH, or a rebooted machine could bring the cache copy back over
- * newer base data.  FLUSH sends a FUA REMOVE barrier to the pool that had
- * unsynced removes, once; a FLUSH with nothing new removed sends none.
+ * Power loss and removes.  An evict or drop of a cache copy is durable at
+ * once (FUA): base is authoritative from then on, and a copy coming back
+ * after a power cut would serve old bytes over newer base data.  A FLUSH
+ * then has no cache barrier to send.  Base removes (whole-object trims of
+ * uncached objects) are covered by the next FLUSH with one FUA REMOVE
+ * barrier, counted when the remove has happened, not when it was sent.
  */
 static uint64_t removes(struct tier_store *st)
 {
@@ -280,6 +277,14 @@ static uint64_t removes(struct tier_store *st)
 
 	tier_store_get_stats(st, &s);
 	return s.ops[TIER_STORE_REMOVE];
+}
+
+static uint64_t fua_ops(struct tier_store *st, enum tier_store_opcode opc)
+{
+	struct tier_store_stats s;
+
+	tier_store_get_stats(st, &s);
+	return s.fua_ops[opc];
 }
 
 static void test_flush_covers_unsynced_removes(void **state)
@@ -300,14 +305,161 @@ static void test_flush_covers_unsynced_removes(void **state)
 	assert_int_equal(env_stats(v).cached_objects, 0);
 	uint64_t c1 = removes(v->cache);
 	assert_true(c1 > c0);                              /* the evict itself */
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_REMOVE), c1 - c0);   /* durable */
 	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
-	assert_int_equal(removes(v->cache), c1 + 1);      /* one barrier on cache */
+	assert_int_equal(removes(v->cache), c1);          /* nothing left to cover */
 	assert_int_equal(removes(v->base), b0);           /* none on base */
+
+	/* a whole-object trim of an uncached object removes the base object */
+	assert_int_equal(env_io(v, TIER_REQ_TRIM, 5 * OS, OS, NULL, 0), 0);
+	assert_int_equal(removes(v->base), b0 + 1);
 	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
-	assert_int_equal(removes(v->cache), c1 + 1);      /* covered: not again */
+	assert_int_equal(removes(v->base), b0 + 2);       /* one barrier on base */
+	assert_int_equal(fua_ops(v->base, TIER_STORE_REMOVE), 1);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(removes(v->base), b0 + 2);       /* covered: not again */
 	env_free(v);
 }
 
+/*
+ * A FLUSH sent while a base remove is still in flight may not count that
+ * remove as covered: its barrier can run before the remove does.  The
+ * remove, once acknowledged, is covered by the next FLUSH's barrier.
+ */
+static void test_barrier_does_not_pass_remove_in_flight(void **state)
+{
+	struct tier_devmodel_params hdd;
+	struct tier_params p;
+	struct sreq t = { .r = { .type = TIER_REQ_TRIM, .off = 3 * OS, .len = OS, .cb = sreq_cb } };
+	struct sreq f1 = { .r = { .type = TIER_REQ_FLUSH, .cb = sreq_cb } };
+	(void)state;
+
+	env_params(&p);
+	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
+	struct env *v = env_new_vt(&p, &hdd, NULL, true);
+	uint64_t b0 = removes(v->base);
+
+	assert_int_equal(tier_image_submit(v->img, &t.r), 0);    /* base REMOVE in flight */
+	assert_int_equal(tier_image_submit(v->img, &f1.r), 0);   /* FLUSH meanwhile */
+	env_pump(v);
+	assert_int_equal(t.done, 1);
+	assert_int_equal(f1.done, 1);
+	assert_int_equal(t.result, 0);
+	uint64_t b1 = removes(v->base);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	/* the acknowledged remove is covered now, by a barrier sent after it */
+	assert_int_equal(removes(v->base), b1 + 1);
+	assert_true(b1 >= b0 + 1);
+	env_free(v);
+}
+
+/* Mem stores whose acks need syncs, as local's do (the engine then syncs them). */
+static struct env *env_volatile(const struct tier_params *p, bool vt)
+{
+	struct tier_devmodel_params ssd;
+	struct env *v = calloc(1, sizeof(*v));
+	struct tier_mem_opts mo = { .virtual_time = vt };
+
+	assert_non_null(v);
+	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
+	if (vt)
+		mo.model = ssd;
+	v->now_ns = 1000000000ull;
+	v->vt = vt;
+	v->p = *p;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
+	tier_store_set_volatile_acks(v->base, true);
+	tier_store_set_volatile_acks(v->cache, true);
+	if (vt) {
+		tier_store_mem_advance(v->base, v->now_ns);
+		tier_store_mem_advance(v->cache, v->now_ns);
+	}
+	assert_int_equal(env_engine(v), 1);
+	return v;
+}
+
+/*
+ * FLUSH storms: 24 FLUSHes pipelined over 16 dirty objects cost 16 syncs,
+ * not one set per FLUSH in flight (it was N * 2^(k-1) jobs), and all answer.
+ */
+static void test_flush_storm_syncs_each_object_once(void **state)
+{
+	enum { NOBJ = 16, NFL = 24 };
+	struct tier_params p;
+	struct sreq f[NFL];
+	(void)state;
+
+	env_params(&p);
+	struct env *v = env_volatile(&p, true);
+	for (int i = 0; i < NOBJ; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 4096, (uint64_t)i + 1), 0);
+	assert_int_equal(env_stats(v).dirty_objects, NOBJ);
+	uint64_t r0 = fua_ops(v->cache, TIER_STORE_READ);
+	memset(f, 0, sizeof(f));
+	for (int i = 0; i < NFL; i++) {
+		f[i].r.type = TIER_REQ_FLUSH;
+		f[i].r.cb = sreq_cb;
+		assert_int_equal(tier_image_submit(v->img, &f[i].r), 0);
+	}
+	env_pump(v);
+	for (int i = 0; i < NFL; i++) {
+		assert_int_equal(f[i].done, 1);
+		assert_int_equal(f[i].result, 0);
+	}
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, NOBJ);
+	assert_int_equal(env_stats(v).syncs, NOBJ);
+	/* a later FLUSH has nothing to sync */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, NOBJ);
+	env_free(v);
+}
+
+/*
+ * A sync error sticks: a FLUSH whose sync failed fails, and so does every
+ * FLUSH retried while the store keeps failing (a guest with werror=stop
+ * retries exactly like that): a retry syncs the object again instead of
+ * answering 0 with nothing synced.  The first retry after the store heals
+ * syncs it and succeeds.  Two FLUSHes waiting on one failed sync both fail.
+ */
+static void test_sync_error_sticks_until_synced(void **state)
+{
+	struct tier_params p;
+	struct tier_store_fault ff = { .opcode_mask = 1u << TIER_STORE_READ, .fail_fraction = 1.0 };
+	struct sreq f1 = { .r = { .type = TIER_REQ_FLUSH, .cb = sreq_cb } };
+	struct sreq f2 = { .r = { .type = TIER_REQ_FLUSH, .cb = sreq_cb } };
+	(void)state;
+
+	env_params(&p);
+	struct env *v = env_volatile(&p, true);
+	assert_int_equal(env_write(v, 0, 4096, 7), 0);
+	uint64_t r0 = fua_ops(v->cache, TIER_STORE_READ);
+	tier_store_set_fault(v->cache, &ff);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), -EIO);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), -EIO);   /* retried */
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, 2);
+	assert_int_equal(env_stats(v).sync_errors, 2);
+	assert_int_equal(tier_image_submit(v->img, &f1.r), 0);
+	assert_int_equal(tier_image_submit(v->img, &f2.r), 0);
+	env_pump(v);
+	assert_int_equal(f1.result, -EIO);
+	assert_int_equal(f2.result, -EIO);     /* it waited on the same failed sync */
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, 3);
+	tier_store_set_fault(v->cache, NULL);
+	/* healed: the retry syncs again and only then succeeds */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, 4);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, 4);
+	env_free(v);
+}
+
+/*
+ * A flush that starts while a whole-object TRIM's drop runs (it waits for
+ * the exclusive op) finds the object gone when it resumes: it ends quietly,
+ * it does not read a removed object and call that a cache pool failure.
+ */
 static void test_flush_waiting_on_drop(void **state)
 {
 	struct env *v = env_new(NULL);
@@ -343,6 +495,9 @@ int main(void)
 		cmocka_unit_test(test_crash_local_trim_zero),
 		cmocka_unit_test(test_flush_waiting_on_drop),
 		cmocka_unit_test(test_flush_covers_unsynced_removes),
+		cmocka_unit_test(test_barrier_does_not_pass_remove_in_flight),
+		cmocka_unit_test(test_flush_storm_syncs_each_object_once),
+		cmocka_unit_test(test_sync_error_sticks_until_synced),
 		cmocka_unit_test(test_local_flush_waits_for_sync_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
