@@ -643,6 +643,41 @@ static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__
 	submit_or_fail(e, with_base ? e->base : e->cache, x);
 }
 
+static bool any_clean_valid(const struct tier_engine *e, const struct tier__obj *o)
+{
+	for (size_t w = 0; o->bits && w < e->nwords; w++)
+		if (o->bits[w] & ~o->bits[e->nwords + w])
+			return true;
+	return false;
+}
+
+/*
+ * A whole-object TRIM or WRITE_ZEROES of a cached object, in an order that
+ * no crash or power cut between its two removes can turn into a block that
+ * changes later with no write (docs/DURABILITY.md):
+ *  - CLEAN: the cache copy goes first (durably), then the trim is proxied
+ *    to base: in between, base still holds what the copy held;
+ *  - DIRTY: base goes first, then the copy: in between, the copy is the
+ *    authority for all it holds and base reads zeros for the rest, as it
+ *    will after the flush;
+ *  - DIRTY with clean extents (extent mode): base must not lose those
+ *    while the copy says base has them: flush it first (it is then CLEAN),
+ *    and fall back to base first if the flush cannot run.
+ */
+static bool start_whole_drop(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	if (o->state == TIER__CLEAN) {
+		start_drop(e, o, x, false);
+		return true;
+	}
+	if (any_clean_valid(e, o) && x->tries < 2 && tier__flush_start(e, x->img, o) == 0) {
+		x->tries++;
+		return false;
+	}
+	start_drop(e, o, x, true);
+	return true;
+}
+
 /* A write whose cache path failed (or readonly mode): route it to base safely. */
 static bool start_nocache_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
@@ -718,8 +753,7 @@ static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier_
 		if (x->type != TIER_REQ_WRITE && whole) {
 			if (o->flags & TIER__OF_FLUSHING)
 				return false;
-			start_drop(e, o, x, true);
-			return true;
+			return start_whole_drop(e, o, x);
 		}
 		start_cache_write(e, o, x);
 		return true;

@@ -264,8 +264,13 @@ static void flush_setmeta(struct tier__job *j)
 	} else {
 		ml = tier__meta_encode_obj(e, 0, j->version, NULL, NULL, j->meta);
 	}
+	/*
+	 * F_ORDERED: base now holds what the cache held, but a power cut could
+	 * still take the cache's unsynced bytes back; "clean" may only become
+	 * durable with them, or a clean copy would differ from base.
+	 */
 	job_op(j, &j->op, TIER_STORE_SETMETA);
-	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD;
+	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
 	j->op.meta = j->meta;
 	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
 	j->op.version = j->version;

@@ -190,6 +190,13 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 	j->waiter = waiter;
 	j->len = o->len;
 	j->op.opcode = TIER_STORE_READ;
+	/*
+	 * The copy will say "clean: base holds this".  If base was written
+	 * without FUA since its last sync, a power cut could take that back
+	 * while the copy keeps it: sync base as part of the read (F_FUA).
+	 */
+	if (o->flags & TIER__OF_UNSYNC_B)
+		j->op.flags = TIER_STORE_F_FUA;
 	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
 	j->op.buf = j->buf;
 	j->op.len = j->len;

@@ -30,10 +30,12 @@
  *    is the sync barrier of one object.  A REMOVE with F_FUA also makes
  *    every earlier completed create and remove of this pool durable, even
  *    when the object does not exist (the pool's name barrier).
- *  - F_ORDERED (WRITE/ZERO with F_META): the data is durable before the new
- *    meta can become durable; neither need be durable at completion.  A cut
- *    then shows the new meta only with the new data.  Backends whose
- *    data+meta writes are atomic (rados) ignore it.
+ *  - F_ORDERED (WRITE/ZERO with F_META, SETMETA): the object's data (a
+ *    write's own included) is durable before the new meta can become
+ *    durable; the meta need not be durable at completion.  A cut then shows
+ *    the new meta only with the data it vouches for.  Backends whose
+ *    data+meta writes are atomic and durable at ack (rados) ignore it.
+ *  - pre_meta (below) is durable before a write touches the data.
  */
 #ifndef TIER_STORE_H
 #define TIER_STORE_H
@@ -66,7 +68,7 @@ enum {
 	TIER_STORE_F_EXCL   = 1u << 2, /* require object absent */
 	TIER_STORE_F_META   = 1u << 3, /* also store meta/meta_len and version */
 	TIER_STORE_F_CREATE = 1u << 4, /* SETMETA: create an empty object if absent */
-	TIER_STORE_F_ORDERED = 1u << 5, /* data durable before the meta (see above) */
+	TIER_STORE_F_ORDERED = 1u << 5, /* data durable before the new meta (see above) */
 };
 
 struct tier_store;

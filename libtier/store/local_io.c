@@ -562,6 +562,9 @@ static int do_setmeta(struct opctx *c)
 		return -ENOENT;
 	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
 		return rc;
+	/* F_ORDERED: the data this meta vouches for (a flush's "clean") first */
+	if ((op->flags & TIER_STORE_F_ORDERED) && (rc = sync_fd(c->fd, true)) < 0)
+		return rc;
 	rc = meta_put(c, op->version, op->meta, op->meta_len, fua);
 	if (rc == 0 && fua)
 		rc = sync_names(c->L);

@@ -23,9 +23,10 @@
  * Syncs: F_FUA on a successful op syncs the object's data, meta and name
  * when the op takes effect (READ/STAT with F_FUA: the barrier of one
  * object); a REMOVE with F_FUA that succeeds or finds nothing (-ENOENT) also
- * syncs every name of the pool; WRITE/ZERO with F_META|F_ORDERED syncs the
- * object's data (up to and including its own) before setting the meta,
- * which stays volatile.  Ops that fail change and sync nothing.
+ * syncs every name of the pool; WRITE/ZERO with F_META|F_ORDERED and
+ * SETMETA with F_ORDERED sync the object's data (a write's own included)
+ * before setting the meta, which stays volatile; a pre_meta is set and
+ * synced before a write's data is touched.  Ops that fail change and sync nothing.
  * tier_store_mem_power_cut() then replaces the visible state by one such
  * outcome (seeded random, or the keep-all / keep-none extremes), all
  * durable.  The logs are capped per object (MEM_PC_MAX_*): past the cap the
@@ -648,6 +649,18 @@ static int apply(struct mem_be *m, struct tier_store_op *op)
 	o = get_obj(m, op->oid, 1, &rc);
 	if (!o)
 		return rc;
+	if (m->pc && (op->flags & TIER_STORE_F_META) && op->pre_meta &&
+	    (op->opcode == TIER_STORE_WRITE || op->opcode == TIER_STORE_ZERO)) {
+		/* pre_meta is durable before the data is touched (tier/store.h) */
+		struct tier_store_op pre = *op;
+
+		pre.meta = op->pre_meta;
+		pre.meta_len = op->pre_meta_len;
+		rc = set_meta(o, &pre);
+		if (rc < 0)
+			return rc;
+		pc_sync_meta(o);
+	}
 	if (op->opcode == TIER_STORE_WRITE || op->opcode == TIER_STORE_ZERO) {
 		if (m->pc) {
 			rc = pc_log_data(m, o, op);
@@ -669,7 +682,7 @@ static int apply(struct mem_be *m, struct tier_store_op *op)
 	}
 	if (op->flags & TIER_STORE_F_META) {
 		/* F_ORDERED: the data (this write's included) is durable before the meta */
-		if (m->pc && (op->flags & TIER_STORE_F_ORDERED) && op->opcode != TIER_STORE_SETMETA)
+		if (m->pc && (op->flags & TIER_STORE_F_ORDERED))
 			pc_sync_data(o);
 		if (m->pc) {
 			rc = pc_log_meta(o, op);
@@ -853,6 +866,8 @@ int tier_store_mem_create(const char *pool_name, const struct tier_mem_opts *o,
 	if (rc < 0)
 		goto fail;
 	m->st = *out;
+	/* with the power-cut model, acknowledged effects need syncs, as local's do */
+	tier_store_set_volatile_acks(*out, m->pc);
 	return 0;
 fail:
 	mem_destroy(m);
