@@ -15,6 +15,7 @@
  * the store acknowledged the full data.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,11 @@ bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint
 	return true;
 }
 
+/* Steps of a promotion job. */
+enum { PROMOTE_BARRIER = 0, PROMOTE_READ, PROMOTE_WRITE };
+
+static int promote_read(struct tier__job *j);
+
 static void promote_done(struct tier__job *j, bool ok)
 {
 	struct tier_engine *e = j->e;
@@ -118,7 +124,20 @@ static void promote_cb(struct tier_store_op *op)
 	int r = op->result;
 	int ml;
 
-	if (j->step == 0) {
+	if (j->step == PROMOTE_BARRIER) {
+		/* the barrier object never exists: ENOENT is the expected answer */
+		if (r < 0 && r != -ENOENT) {
+			promote_done(j, false);
+			return;
+		}
+		if (e->rm_synced[1] < j->ops_gen[1])
+			e->rm_synced[1] = j->ops_gen[1];
+		j->step = PROMOTE_READ;
+		if (promote_read(j) < 0)
+			promote_done(j, false);
+		return;
+	}
+	if (j->step == PROMOTE_READ) {
 		tier__base_latency(e, tier__eng_now_ns(e) - j->t_base);
 		if (r == -ENOENT) {
 			memset(j->buf, 0, j->len);
@@ -134,7 +153,7 @@ static void promote_cb(struct tier_store_op *op)
 		 * base's good bytes.  A new object needs no pre_meta: a crash before
 		 * the meta leaves a file without one, which rebuild discards.
 		 */
-		j->step = 1;
+		j->step = PROMOTE_WRITE;
 		ml = tier__meta_encode_obj(e, 0, 1, NULL, NULL, j->meta);
 		memset(op, 0, sizeof(*op));
 		op->opcode = TIER_STORE_WRITE;
@@ -172,6 +191,56 @@ static void promote_cb(struct tier_store_op *op)
 	promote_done(j, true);
 }
 
+static void promote_fail_start(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	struct tier__ext *waiter = j->waiter;
+
+	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
+	e->n_promoting--;
+	e->promoting_bytes -= o->len;
+	j->waiter = NULL;
+	tier__job_free(j);
+	e->st.promote_failed++;
+	if (waiter)
+		tier__ext_finish(e, waiter, 0);
+}
+
+/*
+ * The copy will say "clean: base holds this", so what it copies must be
+ * durable in base.  If base was written without FUA since its last sync,
+ * the read syncs it too (F_FUA).  Removes are not synced by syncing an
+ * object: with base removes not yet covered by a barrier, send one first
+ * (or a cut could bring back a removed base object under a clean copy of
+ * zeros).
+ */
+static int promote_read(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+
+	memset(&j->op, 0, sizeof(j->op));
+	j->op.cb = promote_cb;
+	j->op.priv = j;
+	if (j->step == PROMOTE_BARRIER && e->rm_gen[1] != e->rm_synced[1]) {
+		j->ops_gen[1] = e->rm_gen[1];
+		j->op.opcode = TIER_STORE_REMOVE;
+		j->op.flags = TIER_STORE_F_FUA;
+		snprintf(j->op.oid, sizeof(j->op.oid), "tier.sync-barrier");
+		return tier_store_submit(e->base, &j->op);
+	}
+	j->step = PROMOTE_READ;
+	j->op.opcode = TIER_STORE_READ;
+	if (o->flags & TIER__OF_UNSYNC_B)
+		j->op.flags = TIER_STORE_F_FUA;
+	tier__oid(j->img, TIER__KEY_OBJNO(o->key), j->op.oid);
+	j->op.buf = j->buf;
+	j->op.len = j->len;
+	j->t_base = tier__eng_now_ns(e);
+	return tier_store_submit(e->base, &j->op);
+}
+
 void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
 			 struct tier__ext *waiter)
 {
@@ -189,28 +258,7 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 	e->promoting_bytes += o->len;
 	j->waiter = waiter;
 	j->len = o->len;
-	j->op.opcode = TIER_STORE_READ;
-	/*
-	 * The copy will say "clean: base holds this".  If base was written
-	 * without FUA since its last sync, a power cut could take that back
-	 * while the copy keeps it: sync base as part of the read (F_FUA).
-	 */
-	if (o->flags & TIER__OF_UNSYNC_B)
-		j->op.flags = TIER_STORE_F_FUA;
-	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
-	j->op.buf = j->buf;
-	j->op.len = j->len;
-	j->op.cb = promote_cb;
-	j->op.priv = j;
-	j->t_base = tier__eng_now_ns(e);
-	if (tier_store_submit(e->base, &j->op) < 0) {
-		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
-		e->n_promoting--;
-		e->promoting_bytes -= o->len;
-		j->waiter = NULL;
-		tier__job_free(j);
-		e->st.promote_failed++;
-		if (waiter)
-			tier__ext_finish(e, waiter, 0);
-	}
+	j->step = PROMOTE_BARRIER;
+	if (promote_read(j) < 0)
+		promote_fail_start(j);
 }

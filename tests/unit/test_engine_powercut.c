@@ -665,6 +665,11 @@ static const struct pop script_ops[] = {
 	{ P_AGENT, 0, 0, false },
 	{ P_FLUSH, 0, 0, false },
 	{ P_WRITE, B(3, 0), 1, false },
+	/* a base remove not yet synced under a promotion (needs a barrier first) */
+	{ P_WRITE, B(9, 3), 1, false },
+	{ P_EVICT_ALL, 0, 0, false },
+	{ P_TRIM, B(9, 0), BPO, false },     /* uncached: removes the base object */
+	{ P_READ, B(9, 0), BPO, false },     /* promotes what base holds now */
 };
 #define SCRIPT_N (sizeof(script_ops) / sizeof(script_ops[0]))
 
