@@ -31,7 +31,7 @@
 # bluestore; deploy/ceph-test.sh starts one): CEPH_CONF is DIR/ceph.conf.
 # Exits 77 without CEPH_CONF or when osd.1 is not bluestore (its data would
 # not survive the kill).  Environment: CEPH_CONF, TIERD, TIERCTL;
-# OK_OP_TIMEOUT (seconds, default 4), OK_OUTAGE (seconds the OSD stays dead,
+# OK_OP_TIMEOUT (seconds, default 5), OK_OUTAGE (seconds the OSD stays dead,
 # default 15).
 set -euo pipefail
 
@@ -55,12 +55,12 @@ if ! [ -f "$CLUSTER/run/osd.1.pid" ] ||
 fi
 export CEPH_CONF
 PY=/usr/bin/python3
-OPT=${OK_OP_TIMEOUT:-4}      # tierd's rados op_timeout, seconds
+OPT=${OK_OP_TIMEOUT:-5}      # tierd's rados op_timeout, seconds
 OUTAGE=${OK_OUTAGE:-15}      # how long osd.1 stays dead
 # A request that needs the dead OSD may wait op_timeout for the cache op and
 # op_timeout again for the fallback it takes (a REMOVE before a proxied
 # write); anything beyond that plus scheduling slack is a stall.
-BOUND=$((2 * OPT + 4))
+BOUND=$((2 * OPT + 5))
 T=ok$$
 WORK=$(mktemp -d /tmp/tierd-osdkill.XXXXXX)
 PIDS=""
@@ -139,9 +139,11 @@ new_image() {
 	PREFIXES="$PREFIXES $PREFIX."
 }
 
-# write_conf NAME IMAGE [tier lines...]
+# write_conf NAME IMAGE [tier lines...]: op_timeout OPT for the tierd under
+# test (`fault`), 30 s for the one that prepares the image (`prep`)
 write_conf() {
-	local name=$1 image=$2
+	local name=$1 image=$2 opt=$OPT
+	[ "$1" = prep ] && opt=30
 	shift 2
 	{
 		cat <<CFG
@@ -155,7 +157,7 @@ conf = $CEPH_CONF
 client_name = client.admin
 base_pool = base
 cache_pool = cache
-op_timeout = ${OPT}s
+op_timeout = ${opt}s
 [tier]
 target_max_bytes = 256M
 cache_target_dirty_ratio = 0.9
@@ -292,7 +294,7 @@ acked1=$(js "$WORK/run1.out" acked) failed1=$(js "$WORK/run1.out" failed)
 rok1=$(js "$WORK/run1.out" reads_ok) rfail1=$(js "$WORK/run1.out" reads_failed)
 stall1=$(js "$WORK/run1.out" max_latency)
 log "osd figures: writes acknowledged $acked1, failed $failed1; reads ok $rok1, failed $rfail1; longest request ${stall1} s (bound ${BOUND} s)"
-lt "$stall1" "$BOUND" && ok "longest request ${stall1} s < ${BOUND} s (2 x op_timeout + 4 s): no hang" ||
+lt "$stall1" "$BOUND" && ok "longest request ${stall1} s < ${BOUND} s (2 x op_timeout + 5 s): no hang" ||
 	bad "a request took ${stall1} s with op_timeout ${OPT}s (bound ${BOUND} s)"
 # outage expectations, region by region
 n=$(by "$WORK/run1.out" clean/outage/read 0) f=$(by "$WORK/run1.out" clean/outage/read 1)
@@ -345,6 +347,11 @@ W run "$WORK/fault.sock" disk "$WORK/state.json" 8 "$WORK/phase" "stale:$(o2s 12
 	>"$WORK/run3.out" 2>&1 || true
 sed 's/^/  /' "$WORK/run3.out" | head -n -1
 acked3=$(js "$WORK/run3.out" acked) failed3=$(js "$WORK/run3.out" failed)
+stall3=$(js "$WORK/run3.out" max_latency)
+lt "$stall3" "$BOUND" && ok "stale: longest write to a CLEAN object with osd.1 dead ${stall3} s < ${BOUND} s" ||
+	bad "stale: a write to a CLEAN cached object took ${stall3} s with osd.1 dead (op_timeout ${OPT}s, bound ${BOUND} s): requests on one object pay the timeouts one after another"
+[ "$failed3" = 0 ] && ok "stale: all $acked3 writes to CLEAN cached objects acknowledged with osd.1 dead" ||
+	bad "stale: $failed3 of $((acked3 + failed3)) writes to CLEAN cached objects failed with osd.1 dead (want them proxied to base)"
 kill -KILL "$TPID"
 wait "$TPID" 2>/dev/null || true
 "$DEVC" start-osd "$CLUSTER" 1 2>&1 | sed 's/^/  /'
@@ -388,7 +395,7 @@ nslots=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["slot
 ctl fault evict --wait >/dev/null || true
 stop
 
-log "summary: OSD kill: $acked1 writes acknowledged, $failed1 failed, $rok1 reads ok, $rfail1 failed, longest request ${stall1} s (op_timeout ${OPT}s); tierd kill: $acked2 acknowledged, $inflight2 in flight; $nslots slots verified 4 times; $(( $(date +%s) - t_start )) s"
+log "summary: OSD kill: $acked1 writes acknowledged, $failed1 failed, $rok1 reads ok, $rfail1 failed, longest request ${stall1} s (op_timeout ${OPT}s); stale: $acked3 acknowledged, $failed3 failed, longest ${stall3} s; tierd kill: $acked2 acknowledged, $inflight2 in flight; $nslots slots verified 4 times; $(( $(date +%s) - t_start )) s"
 if [ "$fails" -gt 0 ]; then
 	echo "$fails check(s) failed"
 	exit 1
