@@ -179,6 +179,23 @@ class Model:
             self.fsrc[b] = src
         self.since_flush = {}
         self.pending_flushes = []
+        # forget ops nothing refers to any more (long runs)
+        seen = set(obs)
+        keep = {v for v in seen if v > 0} | {0, op.opid}
+        self.ops = {k: o for k, o in self.ops.items() if k in keep}
+        self.anomalies = {v: d for v, d in self.anomalies.items() if v in seen}
+
+    def note_observed(self, obs, rnd, t, how):
+        """Lenient kill -9 (TIER_POWERCUT_KILL9_FLUSH=lenient): the values
+        read after the restart are the newest, acknowledged but not durable
+        (the durable floor stays where it was before the kill)."""
+        op = self.new_op("observed", 0, self.n, False, rnd, t)
+        op.status = "read back after the %s of round %d (not taken as durable)" % (how, rnd)
+        for b in range(self.n):
+            self.hist[b].append((op.opid, obs[b]))
+            self.acked[b] = op.opid
+        self.since_flush = {}
+        self.pending_flushes = []
 
     # -- descriptions for failure reports
     def desc_value(self, v):
@@ -291,6 +308,7 @@ class Client:
         self.rnd = 0
         self.mode = args.mode
         self.pool = BufPool()
+        self.after_kill9 = 0       # failing blocks whose durability came from a FLUSH after kill -9
 
     def fail(self, msg, nblocks=1):
         self.failures += nblocks
@@ -491,11 +509,16 @@ class Client:
                 got = m.desc_value(v)
             else:
                 got = "gen %d (%s)" % (v, m.desc_op(v))
-                if v < m.floor[b] and m.ops[m.floor[b]].kind != "observed":
+                fv = max((val for opid, val in legal if opid == m.floor[b]), default=0)
+                if v < fv:
                     got += " OLDER than the durable value"
             if kind == "kill9" and m.ops[m.hist[b][-1][0]].status.startswith("ack"):
                 got += ", not the last acknowledged value"
             legal_s = "; ".join(parts)
+            if m.fsrc[b][0] == "observed" and m.fsrc[b][3].startswith("kill"):
+                self.after_kill9 += 1
+                legal_s += " [kill -9 then power cut: the FLUSH sent to the restarted tierd did not make " \
+                    "durable the data it had served, left in the page cache by the killed one]"
             if groups and groups[-1][1] == b - 1 and groups[-1][2] == got and groups[-1][3] == legal_s:
                 groups[-1][1] = b
             else:
@@ -535,7 +558,12 @@ class Rig:
 
     def attach(self, img):
         self.img = img
-        self.loop = run(["losetup", "--find", "--show", img]).stdout.strip()
+        for attempt in range(5):     # another test may grab the same free device
+            r = run(["losetup", "--find", "--show", img], check=attempt == 4)
+            if r.returncode == 0:
+                break
+            time.sleep(0.2)
+        self.loop = r.stdout.strip()
         with open(os.path.join(self.work, "loops"), "a") as f:
             f.write(self.loop + "\n")
 
@@ -615,6 +643,8 @@ class Rig:
                 fixed += 1
             elif line.startswith("Clearing orphaned inode"):
                 orphans += 1
+            elif "could be shorter" in line or "could be narrower" in line:
+                continue     # -f offers extent tree optimisations: not damage
             else:
                 odd.append(line)
         if replay:
@@ -701,7 +731,15 @@ size = %(size)d
                     if any(i.get("state") not in ("ready", "loading") for i in imgs):
                         raise HarnessError("image not ready after restart: %s" % r.stdout.strip())
             time.sleep(0.05)
-        raise HarnessError("tierd not ready within 120 s (%s)" % last)
+        diag = ""
+        try:
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                diag = " ".join(l.strip() for l in f if l.startswith(("State", "Threads")))
+            with open("/proc/%d/wchan" % self.proc.pid) as f:
+                diag += " wchan " + f.read()
+        except OSError:
+            pass
+        raise HarnessError("tierd not ready within 120 s (%s; tierd %s)" % (last, diag))
 
     def reap(self):
         if self.proc is not None:
@@ -758,6 +796,8 @@ def main():
     p.add_argument("--max-run", type=float, default=2.5)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--keep-images", action="store_true")
+    p.add_argument("--kill9-flush", choices=("strict", "lenient"), default="strict",
+                   help="strict: a FLUSH after a kill -9 restart makes what was read back durable")
     a = p.parse_args()
 
     seed = a.seed if a.seed is not None else random.randrange(1 << 32)
@@ -766,11 +806,14 @@ def main():
     model = Model(nblocks)
     cl = Client(a, model, rng, sys.stdout)
     rig = Rig(a)
+    with open(os.path.join(a.work, "client.pid"), "w") as f:
+        f.write("%d\n" % os.getpid())
 
     # rounds: kill -9 first and in the middle; power cuts alternate between
     # ext4 mounted with commit=1 and with default options
-    plan = ["kill9"] * min(a.kill9, 1) + ["powercut"] * (a.cuts // 2) + \
-        ["kill9"] * max(a.kill9 - 1, 0) + ["powercut"] * (a.cuts - a.cuts // 2)
+    total = a.cuts + a.kill9
+    k9 = {i * total // a.kill9 for i in range(a.kill9)} if a.kill9 else set()
+    plan = ["kill9" if i in k9 else "powercut" for i in range(total)]
     mount_opts = lambda i: "commit=1" if i % 2 == 0 else ""
     log("powercut: mode=%s seed=%d image=%d MiB cache=%s rounds=%s" % (
         a.mode, seed, a.image_size >> 20, a.cache, " ".join(plan)))
@@ -838,7 +881,10 @@ def main():
                     cl.fail("%s: block %d changed with no write in between, across the agent flush: "
                             "%s before, %s after" % (desc, b, model.desc_value(obs[b]), model.desc_value(obs2[b])))
             h.flush()
-            model.reset_observed(obs2, rnd, 0.0, "kill -9 restart" if kind == "kill9" else "power cut")
+            if kind == "kill9" and a.kill9_flush == "lenient":
+                model.note_observed(obs2, rnd, 0.0, "kill -9 restart")
+            else:
+                model.reset_observed(obs2, rnd, 0.0, "kill -9 restart" if kind == "kill9" else "power cut")
             verified += 2 * nblocks
             lost_total += lost
             nops = sum(v for k, v in stats.items())
@@ -866,8 +912,8 @@ def main():
     finally:
         rig.cleanup()
     print("powercut: mode=%s cuts=%d kill9=%d blocks_verified=%d failures=%d "
-          "legally_lost_acked=%d promotions=%d flushes=%d evictions=%d seed=%d" % (
-              a.mode, cuts, kills, verified, cl.failures, lost_total, tier_tot.get("promotions", 0),
+          "failures_after_kill9=%d legally_lost_acked=%d promotions=%d flushes=%d evictions=%d seed=%d" % (
+              a.mode, cuts, kills, verified, cl.failures, cl.after_kill9, lost_total, tier_tot.get("promotions", 0),
               tier_tot.get("flushes", 0), tier_tot.get("evictions", 0), seed), flush=True)
     if rc:
         return rc

@@ -15,7 +15,11 @@
 # mode, default 10; e.g. 300 for a long run), TIER_POWERCUT_KILL9 (kill -9
 # rounds per mode, default 2), TIER_POWERCUT_MODES (default "object extent"),
 # TIER_POWERCUT_SEED, TIER_POWERCUT_STOP_ON_FAIL=1, TIER_POWERCUT_KEEP=1
-# (keep the work dir: tierd logs, fsck logs, cut images).
+# (keep the work dir: tierd logs, fsck logs, cut images),
+# TIER_POWERCUT_SERIAL=1 (one mode after the other), TIER_POWERCUT_KILL9_FLUSH
+# (strict, the default: a FLUSH sent to the tierd restarted after kill -9
+# makes durable what it reads back, including what the killed one left in the
+# page cache; lenient: it does not, the durable floor stays where it was).
 # Needs root and loop devices; exits 77 (skip) without them.
 set -uo pipefail
 
@@ -32,17 +36,28 @@ done
 "$PY" -c 'import nbd' 2>/dev/null || skip "python3-libnbd not installed (deploy/install-deps.sh)"
 
 WORK=$(mktemp -d /tmp/tierd-powercut.XXXXXX)
-PYPID=
+PYPIDS=()
 
+# cleanup STATUS: on every exit path (the EXIT trap, or INT/TERM directly:
+# the signal handler does the work itself rather than through `exit` and the
+# EXIT trap, which bash does not always run when the signal interrupts a wait)
 cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [ -n "$PYPID" ] && kill -0 "$PYPID" 2>/dev/null; then
-		kill -TERM "$PYPID" 2>/dev/null
-		sleep 1
-		kill -KILL "$PYPID" 2>/dev/null
-	fi
-	local pf pid
+	local rc=$1
+	trap - EXIT
+	trap '' INT TERM     # a second signal must not cut the cleanup short
+	local p pf pid
+	# the clients (each records its pid), then their jobs, then tierd
+	for pf in "$WORK"/*/client.pid; do
+		[ -f "$pf" ] || continue
+		pid=$(cat "$pf")
+		if [ -n "$pid" ] && [ -e "/proc/$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "$WORK"; then
+			kill -KILL "$pid" 2>/dev/null
+		fi
+	done
+	for p in "${PYPIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	sleep 0.2
 	for pf in "$WORK"/*/tierd.pid; do
 		[ -f "$pf" ] || continue
 		pid=$(cat "$pf")
@@ -76,8 +91,9 @@ cleanup() {
 	fi
 	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'cleanup $?' EXIT
+trap 'cleanup 130' INT
+trap 'cleanup 143' TERM
 
 # loop devices must really work here (containers often lack them)
 truncate -s 8M "$WORK/probe.img"
@@ -94,26 +110,35 @@ seed_args=()
 keep_args=()
 [ "${TIER_POWERCUT_KEEP:-0}" = 1 ] && keep_args=(--keep-images)
 
+# Both modes run at once (each its own loop device, filesystem, tierd and
+# client; every line they print names its mode): the rounds wait on fsync
+# and device copies far more than on the CPU.  TIER_POWERCUT_SERIAL=1 runs
+# them one after the other.
 status=0
-summary=()
 for mode in $MODES; do
 	mkdir -p "$WORK/$mode"
-	# the client's memory is bounded (soft limit: tierd, a child, lifts it
-	# again, since an ASan build reserves terabytes of address space)
+	# the client's memory is bounded (soft limit: tierd and tierctl, its
+	# children, get the hard one back: an ASan build reserves terabytes)
 	( ulimit -S -v 4000000; exec "$PY" "$HERE/powercut.py" --mode "$mode" --work "$WORK/$mode" \
 		--tierd "$TIERD" --tierctl "$TIERCTL" --cuts "$CUTS" --kill9 "$KILL9" \
+		--kill9-flush "${TIER_POWERCUT_KILL9_FLUSH:-strict}" \
 		"${seed_args[@]}" "${keep_args[@]}" ) > >(tee "$WORK/$mode.out") 2>&1 &
-	PYPID=$!
-	wait "$PYPID"
-	rc=$?
-	PYPID=
-	sleep 0.1   # let tee finish
-	summary+=("$(grep '^powercut: mode=' "$WORK/$mode.out" | tail -n 1)")
-	if [ "$rc" -ne 0 ]; then
-		status=1
-		# bring the logs to the top level for the tail on exit
-		cp "$WORK/$mode"/tierd-*.log "$WORK/" 2>/dev/null
+	PYPIDS+=($!)
+	if [ "${TIER_POWERCUT_SERIAL:-0}" = 1 ]; then
+		wait "${PYPIDS[-1]}" || status=1
 	fi
+done
+for p in "${PYPIDS[@]}"; do
+	wait "$p" || status=1
+done
+PYPIDS=()
+sleep 0.2   # let tee finish
+summary=()
+for mode in $MODES; do
+	summary+=("$(grep '^powercut: mode=.* cuts=' "$WORK/$mode.out" | tail -n 1)")
+	[ -n "${summary[-1]}" ] || summary[-1]="powercut: mode=$mode: no summary (crashed?)"
+	# bring the logs to the top level for the tail on exit
+	[ "$status" -eq 0 ] || cp "$WORK/$mode"/tierd-*.log "$WORK/" 2>/dev/null
 done
 
 echo "==== powercut summary"
