@@ -661,8 +661,8 @@ static bool any_clean_valid(const struct tier_engine *e, const struct tier__obj 
  *    authority for all it holds and base reads zeros for the rest, as it
  *    will after the flush;
  *  - DIRTY with clean extents (extent mode): base must not lose those
- *    while the copy says base has them: flush it first (it is then CLEAN),
- *    and fall back to base first if the flush cannot run.
+ *    while the copy says base has them: flush it first (it is then CLEAN);
+ *    if two flushes fail the request fails with EIO, changing nothing.
  */
 static bool start_whole_drop(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
@@ -670,7 +670,12 @@ static bool start_whole_drop(struct tier_engine *e, struct tier__obj *o, struct 
 		start_drop(e, o, x, false);
 		return true;
 	}
-	if (any_clean_valid(e, o) && x->tries < 2 && tier__flush_start(e, x->img, o) == 0) {
+	if (any_clean_valid(e, o)) {
+		if (x->tries >= 2 || tier__flush_start(e, x->img, o) < 0) {
+			q_pop(o, x);
+			tier__ext_finish(e, x, -EIO);   /* no safe order left */
+			return true;
+		}
 		x->tries++;
 		return false;
 	}

@@ -59,6 +59,7 @@ struct tier__obj {
 	uint16_t nrun;           /* shared ops running (reads, proxied writes) */
 	uint16_t nproxy;         /* of them: writes of extents the cache lacks (over target) */
 	uint8_t state;
+	uint8_t nsync;           /* sync jobs in flight (255: stuck there, see sync_one) */
 };
 
 /* One per-object piece of a request (or an internal promotion hint). */
@@ -199,6 +200,8 @@ struct tier_engine {
 
 	uint64_t *unsync;               /* keys with an UNSYNC flag */
 	size_t n_unsync, cap_unsync;
+	bool unsync_lost;               /* a key could not be listed: rebuild from the map */
+	uint64_t sync_bg_pause_until_ms; /* background syncs rest after a failure */
 
 	uint64_t hs_seq;
 	char **hs_names;                /* archived hitset objects, oldest first */

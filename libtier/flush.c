@@ -555,9 +555,12 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 struct tier__sync_wait {
 	struct tier__sync_wait *next;
 	struct tier_request *req;
+	struct tier_image *img;
 	uint64_t seq;   /* done when every job numbered <= seq is */
 	int err;
 };
+
+#define SYNC_BG_PAUSE_MS 1000   /* background syncs rest after a failed sync */
 
 static void sync_wake(struct tier_engine *e)
 {
@@ -573,9 +576,36 @@ static void sync_wake(struct tier_engine *e)
 	}
 }
 
+/*
+ * A failed sync: the data is still not known durable.  Flag the object
+ * again (errseq: the next FLUSH syncs it again), fail the FLUSHes of its
+ * image waiting for it (all of them for a barrier), and let the
+ * background rest, or a failing disk would be asked again every tick.
+ */
+static void sync_failed(struct tier__job *j, struct tier__obj *o)
+{
+	struct tier_engine *e = j->e;
+	uint64_t now = tier__eng_now_ms(e);
+
+	e->st.sync_errors++;
+	if (now >= e->sync_bg_pause_until_ms)
+		tier__log(e, TIER_LOG_WARN, "sync of %s failed: %s; FLUSHes covering it fail "
+			  "until it is synced again", j->ops[0].oid[0] ? j->ops[0].oid : j->ops[1].oid,
+			  strerror(-j->err));
+	e->sync_bg_pause_until_ms = now + SYNC_BG_PAUSE_MS;
+	if (o && (j->sync_flags & TIER__OF_UNSYNC_C))
+		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+	if (o && (j->sync_flags & TIER__OF_UNSYNC_B))
+		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
+	for (struct tier__sync_wait *w = e->sync_waits; w; w = w->next)
+		if (w->seq >= j->seq && !w->err && (!j->sync_flags || w->img == j->img))
+			w->err = -EIO;
+}
+
 static void sync_end(struct tier__job *j)
 {
 	struct tier_engine *e = j->e;
+	struct tier__obj *o = NULL;
 
 	if (j->fprev)
 		j->fprev->fnext = j->fnext;
@@ -585,26 +615,18 @@ static void sync_end(struct tier__job *j)
 		j->fnext->fprev = j->fprev;
 	else
 		e->syncs_tail = j->fprev;
-	if (j->err) {
-		struct tier__obj *o = j->sync_flags ? tier__obj_find(e, j->sync_key) : NULL;
-
-		e->st.sync_errors++;
-		tier__log(e, TIER_LOG_WARN, "sync of %s failed: %s; a FLUSH covering it fails "
-			  "until it is synced again", j->ops[0].oid[0] ? j->ops[0].oid : j->ops[1].oid,
-			  strerror(-j->err));
-		/* errseq: the data is still not known durable, sync it again next time */
-		if (o) {
-			if (j->sync_flags & TIER__OF_UNSYNC_C)
-				tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
-			if (j->sync_flags & TIER__OF_UNSYNC_B)
-				tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
-		}
-		for (struct tier__sync_wait *w = e->sync_waits; w; w = w->next)
-			if (w->seq >= j->seq && !w->err)
-				w->err = -EIO;
-	} else if (j->sync_flags) {
-		e->st.syncs++;
+	if (j->sync_flags) {
+		/* held in the map while its sync runs (nsync), so it is there */
+		o = tier__obj_find(e, j->sync_key);
+		if (o && o->nsync && o->nsync < UINT8_MAX)
+			o->nsync--;
 	}
+	if (j->err)
+		sync_failed(j, o);
+	else if (j->sync_flags)
+		e->st.syncs++;
+	if (o)
+		tier__obj_release(e, o);
 	tier__job_free(j);
 	sync_wake(e);
 }
@@ -674,15 +696,23 @@ static void sync_job_go(struct tier__job *j)
 		sync_end(j);
 }
 
-static int sync_one(struct tier_engine *e, struct tier_image *img, uint64_t key, uint16_t flags)
+/*
+ * @pre the object's UNSYNC flags `flags` are already cleared (a failure,
+ * even inside this call, sets them again).  The object stays in the map
+ * until the job ends; a promotion meanwhile knows base may not be durable.
+ */
+static int sync_one(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+		    uint16_t flags)
 {
 	static const uint16_t fl[2] = { TIER__OF_UNSYNC_C, TIER__OF_UNSYNC_B };
 	struct tier__job *j = sync_job_new(e, img);
 
 	if (!j)
 		return -ENOMEM;
-	j->sync_key = key;
+	j->sync_key = o->key;
 	j->sync_flags = flags;
+	if (o->nsync < UINT8_MAX)
+		o->nsync++;   /* at 255 it stays: the entry is kept for good, harmless */
 	for (int i = 0; i < 2; i++) {
 		struct tier_store_op *op = &j->ops[i];
 
@@ -694,20 +724,66 @@ static int sync_one(struct tier_engine *e, struct tier_image *img, uint64_t key,
 		op->len = 1;
 		op->buf = j->meta + i;
 		op->cb = sync_cb;
-		tier__oid(img, TIER__KEY_OBJNO(key), op->oid);
+		tier__oid(img, TIER__KEY_OBJNO(o->key), op->oid);
 		sync_job_submit(j, i, op);
 	}
 	sync_job_go(j);
 	return 0;
 }
 
+static void list_flagged(struct tier_engine *e, struct tier__obj *o, void *arg)
+{
+	uint64_t **keys = arg;
+	size_t n = e->n_unsync;
+
+	if (!(o->flags & (TIER__OF_UNSYNC_C | TIER__OF_UNSYNC_B)) || !*keys)
+		return;
+	if (n == e->cap_unsync) {
+		uint64_t *nk = realloc(*keys, (n ? 2 * n : 256) * sizeof(*nk));
+
+		if (!nk) {
+			free(*keys);
+			*keys = NULL;
+			return;
+		}
+		*keys = nk;
+		e->cap_unsync = n ? 2 * n : 256;
+	}
+	(*keys)[e->n_unsync++] = o->key;
+}
+
+/* After an ENOMEM lost a key: list every flagged object again from the map. */
+static int unsync_rebuild(struct tier_engine *e)
+{
+	uint64_t *keys = malloc(256 * sizeof(*keys));
+
+	if (!keys)
+		return -ENOMEM;
+	free(e->unsync);
+	e->unsync = NULL;
+	e->n_unsync = 0;
+	e->cap_unsync = 256;
+	tier__map_foreach(e, list_flagged, &keys);
+	e->unsync = keys;
+	if (!keys) {
+		e->n_unsync = e->cap_unsync = 0;
+		return -ENOMEM;
+	}
+	e->unsync_lost = false;
+	return 0;
+}
+
 /* Start a sync of every unsynced object (of `only`, or all). */
 static int sync_keys(struct tier_engine *e, struct tier_image *only)
 {
-	size_t w = 0, i;
+	size_t w = 0, i, n0;
 	int rc = 0;
 
-	for (i = 0; i < e->n_unsync; i++) {
+	if (e->unsync_lost && unsync_rebuild(e) < 0)
+		return -ENOMEM;
+	/* a failure inside sync_one appends keys: they are kept after the loop */
+	n0 = e->n_unsync;
+	for (i = 0; i < n0; i++) {
 		uint64_t key = e->unsync[i];
 		struct tier__obj *o = tier__obj_find(e, key);
 		struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(key));
@@ -722,22 +798,26 @@ static int sync_keys(struct tier_engine *e, struct tier_image *only)
 			e->unsync[w++] = key;
 			continue;
 		}
-		rc = sync_one(e, img, key, f);
-		if (rc < 0) {
-			e->unsync[w++] = key;   /* flags kept: a later FLUSH tries again */
-			continue;
-		}
 		o->flags &= (uint16_t)~f;
-		tier__obj_release(e, o);
+		rc = sync_one(e, img, o, f);
+		if (rc < 0) {
+			o->flags |= f;          /* kept: a later FLUSH tries again */
+			e->unsync[w++] = key;
+		}
 	}
-	e->n_unsync = w;
+	if (e->n_unsync > n0)
+		memmove(e->unsync + w, e->unsync + n0, (e->n_unsync - n0) * sizeof(*e->unsync));
+	e->n_unsync = w + (e->n_unsync - n0);
 	return rc;
 }
 
 void tier__note_remove(struct tier_engine *e, struct tier_store *st, uint32_t flags)
 {
-	if (!(flags & TIER_STORE_F_FUA))
-		e->rm_gen[st == e->base]++;
+	bool base = st == e->base;
+
+	/* rados: a remove is durable when acknowledged, no barrier needed */
+	if (!(flags & TIER_STORE_F_FUA) && (base ? e->sync_base : e->sync_cache))
+		e->rm_gen[base]++;
 }
 
 /*
@@ -777,29 +857,32 @@ static int sync_removes(struct tier_engine *e, struct tier_image *img)
  */
 void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req)
 {
-	struct tier__sync_wait *w;
+	struct tier__sync_wait *w = calloc(1, sizeof(*w));
 	int rc;
 
 	req->pending++;   /* held while starting */
+	if (!w) {
+		tier__req_put(e, req, -ENOMEM);
+		return;
+	}
+	/* waiting from the start: a job failing while we start it fails us too */
+	w->req = req;
+	w->img = img;
+	w->seq = UINT64_MAX;
+	req->pending++;
+	if (e->sync_waits_tail)
+		e->sync_waits_tail->next = w;
+	else
+		e->sync_waits = w;
+	e->sync_waits_tail = w;
 	rc = sync_keys(e, img);
 	if (rc == 0)
 		rc = sync_removes(e, img);
-	if (rc == 0 && e->syncs) {
-		w = calloc(1, sizeof(*w));
-		if (!w) {
-			rc = -ENOMEM;
-		} else {
-			w->req = req;
-			w->seq = e->sync_seq;
-			req->pending++;
-			if (e->sync_waits_tail)
-				e->sync_waits_tail->next = w;
-			else
-				e->sync_waits = w;
-			e->sync_waits_tail = w;
-		}
-	}
-	tier__req_put(e, req, rc);
+	if (rc < 0 && !w->err)
+		w->err = rc;
+	w->seq = e->sync_seq;
+	sync_wake(e);
+	tier__req_put(e, req, 0);
 }
 
 void tier__sync_background(struct tier_engine *e)

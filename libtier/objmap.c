@@ -127,7 +127,7 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 
 bool tier__obj_busy(const struct tier__obj *o)
 {
-	return o->qhead || o->nrun ||
+	return o->qhead || o->nrun || o->nsync ||
 	       (o->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING |
 			    TIER__OF_EXCL | TIER__OF_PQUEUED));
 }
@@ -283,8 +283,8 @@ void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t f
 		size_t nc = e->cap_unsync ? e->cap_unsync * 2 : 256;
 		uint64_t *n = realloc(e->unsync, nc * sizeof(*n));
 		if (!n) {
-			/* cannot track it: forget the flag; FLUSH then cannot cover it */
-			o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C);
+			/* keep the flag: the next FLUSH lists flagged objects from the map */
+			e->unsync_lost = true;
 			tier__log(e, TIER_LOG_WARN, "out of memory tracking unsynced objects");
 			return;
 		}

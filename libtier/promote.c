@@ -232,7 +232,7 @@ static int promote_read(struct tier__job *j)
 	}
 	j->step = PROMOTE_READ;
 	j->op.opcode = TIER_STORE_READ;
-	if (o->flags & TIER__OF_UNSYNC_B)
+	if ((o->flags & TIER__OF_UNSYNC_B) || o->nsync)   /* or a sync still running */
 		j->op.flags = TIER_STORE_F_FUA;
 	tier__oid(j->img, TIER__KEY_OBJNO(o->key), j->op.oid);
 	j->op.buf = j->buf;

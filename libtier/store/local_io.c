@@ -589,10 +589,11 @@ static int do_remove(struct opctx *c)
 		return rc;
 	if (unlinkat(c->L->dirfd, c->enc, 0) < 0)
 		return neg_errno();
-	ns_changed(c->L);
 	side_name(c->enc, side);
-	if (unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT)
-		return neg_errno();
+	rc = unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT ? neg_errno() : 0;
+	ns_changed(c->L);   /* after both: a barrier that saw it covers both */
+	if (rc < 0)
+		return rc;
 	if (c->op->flags & TIER_STORE_F_FUA)
 		return sync_names(c->L);
 	return 0;

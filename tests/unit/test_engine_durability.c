@@ -263,6 +263,38 @@ static void test_local_flush_waits_for_sync_in_flight(void **state)
 	assert_int_equal(nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* Mem stores whose acks need syncs, as local's do (the engine then syncs them). */
+static struct env *env_volatile_model(const struct tier_params *p, bool vt, const char *profile)
+{
+	struct tier_devmodel_params ssd;
+	struct env *v = calloc(1, sizeof(*v));
+	struct tier_mem_opts mo = { .virtual_time = vt };
+
+	assert_non_null(v);
+	assert_int_equal(tier_devmodel_profile(profile, &ssd), 0);
+	if (vt)
+		mo.model = ssd;
+	v->now_ns = 1000000000ull;
+	v->vt = vt;
+	v->p = *p;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
+	tier_store_set_volatile_acks(v->base, true);
+	tier_store_set_volatile_acks(v->cache, true);
+	if (vt) {
+		tier_store_mem_advance(v->base, v->now_ns);
+		tier_store_mem_advance(v->cache, v->now_ns);
+	}
+	assert_int_equal(env_engine(v), 1);
+	return v;
+}
+
+static struct env *env_volatile(const struct tier_params *p, bool vt)
+{
+	return env_volatile_model(p, vt, "ssd");
+}
+
 /*
  * Power loss and removes.  An evict or drop of a cache copy is durable at
  * once (FUA): base is authoritative from then on, and a copy coming back
@@ -291,7 +323,7 @@ static void test_flush_covers_unsynced_removes(void **state)
 {
 	struct tier_params p;
 	env_params(&p);
-	struct env *v = env_new(&p);
+	struct env *v = env_volatile(&p, false);
 	(void)state;
 
 	assert_int_equal(env_write(v, 0, 4096, 1), 0);
@@ -321,6 +353,21 @@ static void test_flush_covers_unsynced_removes(void **state)
 	env_free(v);
 }
 
+/* Pools whose acks are durable (rados): no barriers, no syncs at all. */
+static void test_durable_acks_need_no_syncs(void **state)
+{
+	struct env *v = env_new(NULL);
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	assert_int_equal(env_io(v, TIER_REQ_TRIM, 5 * OS, OS, NULL, 0), 0);
+	uint64_t b0 = removes(v->base), r0 = fua_ops(v->cache, TIER_STORE_READ);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(removes(v->base), b0);
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ), r0);
+	env_free(v);
+}
+
 /*
  * A FLUSH sent while a base remove is still in flight may not count that
  * remove as covered: its barrier can run before the remove does.  The
@@ -336,7 +383,7 @@ static void test_barrier_does_not_pass_remove_in_flight(void **state)
 
 	env_params(&p);
 	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
-	struct env *v = env_new_vt(&p, &hdd, NULL, true);
+	struct env *v = env_volatile_model(&p, true, "hdd");
 	uint64_t b0 = removes(v->base);
 
 	assert_int_equal(tier_image_submit(v->img, &t.r), 0);    /* base REMOVE in flight */
@@ -351,33 +398,6 @@ static void test_barrier_does_not_pass_remove_in_flight(void **state)
 	assert_int_equal(removes(v->base), b1 + 1);
 	assert_true(b1 >= b0 + 1);
 	env_free(v);
-}
-
-/* Mem stores whose acks need syncs, as local's do (the engine then syncs them). */
-static struct env *env_volatile(const struct tier_params *p, bool vt)
-{
-	struct tier_devmodel_params ssd;
-	struct env *v = calloc(1, sizeof(*v));
-	struct tier_mem_opts mo = { .virtual_time = vt };
-
-	assert_non_null(v);
-	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
-	if (vt)
-		mo.model = ssd;
-	v->now_ns = 1000000000ull;
-	v->vt = vt;
-	v->p = *p;
-	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
-	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
-	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
-	tier_store_set_volatile_acks(v->base, true);
-	tier_store_set_volatile_acks(v->cache, true);
-	if (vt) {
-		tier_store_mem_advance(v->base, v->now_ns);
-		tier_store_mem_advance(v->cache, v->now_ns);
-	}
-	assert_int_equal(env_engine(v), 1);
-	return v;
 }
 
 /*
@@ -456,6 +476,77 @@ static void test_sync_error_sticks_until_synced(void **state)
 }
 
 /*
+ * The same for a write proxied to base (no cache copy holds the object in
+ * the map): the failed sync keeps the object flagged, a retry syncs again.
+ */
+static void test_sync_error_sticks_for_proxied_write(void **state)
+{
+	struct tier_params p;
+	struct tier_store_fault ff = { .opcode_mask = 1u << TIER_STORE_READ, .fail_fraction = 1.0 };
+	(void)state;
+
+	env_params(&p);
+	p.cache_mode = TIER_MODE_PROXY;
+	struct env *v = env_volatile(&p, false);
+	assert_int_equal(env_write(v, 3 * OS, 4096, 9), 0);
+	assert_int_equal(env_stats(v).proxy_writes, 1);
+	uint64_t r0 = fua_ops(v->base, TIER_STORE_READ);
+	tier_store_set_fault(v->base, &ff);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), -EIO);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), -EIO);
+	tier_store_set_fault(v->base, NULL);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(fua_ops(v->base, TIER_STORE_READ) - r0, 3);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(fua_ops(v->base, TIER_STORE_READ) - r0, 3);
+	env_free(v);
+}
+
+/*
+ * Background syncs (more than 4096 unsynced objects) that fail are not
+ * forgotten: their objects are synced again by the next FLUSH, which
+ * answers only once that succeeds.
+ */
+static void test_background_sync_error_not_forgotten(void **state)
+{
+	enum { N = 4200 };
+	struct tier_params p;
+	struct tier_store_fault ff = { .opcode_mask = 1u << TIER_STORE_READ, .fail_fraction = 1.0 };
+	(void)state;
+
+	env_params(&p);
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_bytes = (uint64_t)N * 2 * OS;
+	struct env *v = calloc(1, sizeof(*v));
+	struct tier_mem_opts mo = { 0 };
+
+	assert_non_null(v);
+	v->now_ns = 1000000000ull;
+	v->p = p;
+	v->isz = (uint64_t)N * OS;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
+	tier_store_set_volatile_acks(v->base, true);
+	tier_store_set_volatile_acks(v->cache, true);
+	assert_int_equal(env_engine(v), 1);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 4096, (uint64_t)i), 0);
+	assert_int_equal(env_stats(v).dirty_objects, N);
+	tier_store_set_fault(v->cache, &ff);
+	tier_engine_tick(v->e);        /* starts the background syncs */
+	env_pump(v);
+	uint64_t failed = env_stats(v).sync_errors;
+	assert_true(failed >= 4096);
+	tier_store_set_fault(v->cache, NULL);
+	uint64_t r0 = fua_ops(v->cache, TIER_STORE_READ);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	/* every object the background failed to sync is synced now */
+	assert_int_equal(fua_ops(v->cache, TIER_STORE_READ) - r0, N);
+	env_free(v);
+}
+
+/*
  * A flush that starts while a whole-object TRIM's drop runs (it waits for
  * the exclusive op) finds the object gone when it resumes: it ends quietly,
  * it does not read a removed object and call that a cache pool failure.
@@ -496,8 +587,11 @@ int main(void)
 		cmocka_unit_test(test_flush_waiting_on_drop),
 		cmocka_unit_test(test_flush_covers_unsynced_removes),
 		cmocka_unit_test(test_barrier_does_not_pass_remove_in_flight),
+		cmocka_unit_test(test_durable_acks_need_no_syncs),
 		cmocka_unit_test(test_flush_storm_syncs_each_object_once),
 		cmocka_unit_test(test_sync_error_sticks_until_synced),
+		cmocka_unit_test(test_sync_error_sticks_for_proxied_write),
+		cmocka_unit_test(test_background_sync_error_not_forgotten),
 		cmocka_unit_test(test_local_flush_waits_for_sync_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
