@@ -822,10 +822,51 @@ static bool start_cache_hint(struct tier_engine *e, struct tier__obj *o, struct 
 	return true;
 }
 
+static bool range_any_dirty(const struct tier_engine *e, const struct tier__obj *o,
+			    uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size;
+
+	if (o->state != TIER__DIRTY)
+		return false;
+	if (!o->bits)
+		return true;
+	for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
+		if (tier__bit(o->bits + e->nwords, i))
+			return true;
+	return false;
+}
+
+/*
+ * The cache pool timed out lately (an OSD is down): queueing more requests
+ * behind op_timeout each would stack the waits.  A read base can serve
+ * (no dirty byte in its range: base holds the same) goes there; anything
+ * needing the cache copy fails at once with EIO, changing nothing, until
+ * the window ends and a request tries the pool again.  Writes to cached
+ * objects need the pool: the copy must be updated or removed before base
+ * may change (a durable "stale" mark in base would lift that; not built).
+ */
+static bool start_cache_down(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	if (x->type == TIER_REQ_READ && !range_any_dirty(e, o, x->off, x->len)) {
+		x->nocache = 1;
+		start_read(e, o, x);
+		return true;
+	}
+	q_pop(o, x);
+	if (x->type == TIER_REQ_CACHE && !x->req)
+		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+	tier__ext_finish(e, x, x->type == TIER_REQ_CACHE ? 0 : -EIO);
+	return true;
+}
+
 static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	if (o->flags & TIER__OF_EXCL)
 		return false;
+	if ((o->state != TIER__ABSENT || (o->flags & TIER__OF_STALE)) && tier__cache_down(e) &&
+	    !(o->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING)))
+		return start_cache_down(e, o, x);
 	switch (x->type) {
 	case TIER_REQ_READ:
 		start_read(e, o, x);

@@ -174,9 +174,16 @@ void tier__cache_error(struct tier_engine *e, int err)
 
 	e->st.cache_errors++;
 	e->degraded_until_ms = tier__eng_now_ms(e) + DEGRADE_MS;
+	if (err == -ETIMEDOUT)
+		e->cache_down_until_ms = e->degraded_until_ms;
 	if (!was)
 		tier__log(e, TIER_LOG_WARN, "cache pool error %d: proxying new misses for %d s",
 			  err, DEGRADE_MS / 1000);
+}
+
+bool tier__cache_down(const struct tier_engine *e)
+{
+	return e->cache_down_until_ms && tier__eng_now_ms(e) < e->cache_down_until_ms;
 }
 
 bool tier__degraded(const struct tier_engine *e)

@@ -177,6 +177,7 @@ struct tier_engine {
 	double tb_bytes, tb_objs;       /* promotion token buckets */
 	uint64_t tb_last_ns;
 	uint64_t degraded_until_ms;
+	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (dispatch.c) */
 
 	int flush_mode, evict_mode;
 	unsigned effort_pct;
@@ -227,6 +228,8 @@ void tier__job_free(struct tier__job *j);
 int tier__job_obuf(struct tier__job *j);
 void tier__cache_error(struct tier_engine *e, int err);
 bool tier__degraded(const struct tier_engine *e);
+/* A cache op timed out lately (-ETIMEDOUT): the pool is unreachable. */
+bool tier__cache_down(const struct tier_engine *e);
 void tier__base_latency(struct tier_engine *e, uint64_t ns);
 uint64_t tier__policy_capacity(const struct tier_engine *e);
 

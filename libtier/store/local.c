@@ -267,6 +267,24 @@ static const struct tier_store_ops local_ops = {
 	.destroy = local_destroy,
 };
 
+static int sync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash && slash != path ? strndup(path, (size_t)(slash - path)) :
+					     strdup(slash ? "/" : ".");
+	int fd, rc = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return rc;
+}
+
 static int mkdir_p(const char *path)
 {
 	char *p = strdup(path);
@@ -280,7 +298,11 @@ static int mkdir_p(const char *path)
 		char c = *s;
 
 		*s = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+		if (mkdir(p, 0755) == 0) {
+			rc = sync_parent(p);   /* a new directory's name is durable too */
+			if (rc < 0)
+				break;
+		} else if (errno != EEXIST) {
 			rc = -errno;
 			break;
 		}
@@ -378,6 +400,15 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 		goto out;
 	L->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (L->dirfd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/*
+	 * What an earlier process left in the page cache (it may have been
+	 * killed) was acknowledged to clients: make it durable before serving,
+	 * or a FLUSH of ours would answer for writes no sync of ours covers.
+	 */
+	if (syncfs(L->dirfd) < 0) {
 		rc = -errno;
 		goto out;
 	}

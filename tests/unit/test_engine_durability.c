@@ -19,9 +19,9 @@ static uint64_t script_ops(struct tier_store *st)
 	struct tier_store_stats s;
 	uint64_t n = 0;
 
+	/* what a write to a cached object issues (the agent may read meanwhile) */
 	tier_store_get_stats(st, &s);
-	for (int i = 0; i < TIER_STORE_OPCODE_MAX; i++)
-		n += s.ops[i];
+	n += s.ops[TIER_STORE_WRITE] + s.ops[TIER_STORE_ZERO] + s.ops[TIER_STORE_REMOVE];
 	return n;
 }
 
@@ -503,6 +503,59 @@ static void test_sync_error_sticks_for_proxied_write(void **state)
 }
 
 /*
+ * A cache pool that times out (an OSD down): one request pays op_timeout,
+ * the next ones do not queue behind another timeout each.  Reads of clean
+ * data are served from base; writes to cached objects fail at once with
+ * EIO and change nothing; once the window ends the pool is tried again.
+ */
+static uint64_t cache_ops(struct tier_store *st)
+{
+	struct tier_store_stats s;
+	uint64_t n = 0;
+
+	/* what a write to a cached object issues (the agent may read meanwhile) */
+	tier_store_get_stats(st, &s);
+	n += s.ops[TIER_STORE_WRITE] + s.ops[TIER_STORE_ZERO] + s.ops[TIER_STORE_REMOVE];
+	return n;
+}
+
+static void test_cache_timeout_fails_fast(void **state)
+{
+	struct tier_params p;
+	struct tier_store_fault down = { .fail_fraction = 1.0, .err = ETIMEDOUT };
+	uint8_t *model = calloc(1, 64 * OS), *b = malloc(4096);
+	(void)state;
+
+	env_params(&p);
+	struct env *v = env_new(&p);
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);            /* obj 0 dirty */
+	model_write(model, 0, 4096, 1);
+	assert_int_equal(env_write(v, OS, 4096, 2), 0);           /* obj 1 ... */
+	model_write(model, OS, 4096, 2);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_write(v, 0, 4096, 3), 0);            /* obj 0 dirty again */
+	model_write(model, 0, 4096, 3);
+	assert_int_equal(env_stats(v).dirty_objects, 1);          /* obj 1 clean */
+
+	tier_store_set_fault(v->cache, &down);
+	assert_int_equal(env_write(v, OS + 8192, 4096, 4), -EIO);   /* pays the timeout */
+	uint64_t c0 = cache_ops(v->cache);
+	assert_int_equal(env_write(v, OS + 8192, 4096, 5), -EIO);   /* at once */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 4096, b, 0), -EIO);   /* dirty copy */
+	assert_int_equal(cache_ops(v->cache), c0);                   /* no cache write tried */
+	env_check(v, model, OS, OS);                                 /* clean: from base */
+	tier_store_set_fault(v->cache, NULL);
+	env_advance_ms(v, 11000);                                    /* the window ends */
+	assert_int_equal(env_write(v, OS + 8192, 4096, 6), 0);
+	model_write(model, OS + 8192, 4096, 6);
+	env_check(v, model, 0, 2 * OS);
+	free(model);
+	free(b);
+	env_free(v);
+}
+
+/*
  * Background syncs (more than 4096 unsynced objects) that fail are not
  * forgotten: their objects are synced again by the next FLUSH, which
  * answers only once that succeeds.
@@ -592,6 +645,7 @@ int main(void)
 		cmocka_unit_test(test_sync_error_sticks_until_synced),
 		cmocka_unit_test(test_sync_error_sticks_for_proxied_write),
 		cmocka_unit_test(test_background_sync_error_not_forgotten),
+		cmocka_unit_test(test_cache_timeout_fails_fast),
 		cmocka_unit_test(test_local_flush_waits_for_sync_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
