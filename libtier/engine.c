@@ -175,10 +175,47 @@ void tier__cache_error(struct tier_engine *e, int err)
 	e->st.cache_errors++;
 	e->degraded_until_ms = tier__eng_now_ms(e) + DEGRADE_MS;
 	if (err == -ETIMEDOUT)
-		e->cache_down_until_ms = e->degraded_until_ms;
+		e->cache_down_until_ms = e->degraded_until_ms;   /* until a probe answers */
 	if (!was)
 		tier__log(e, TIER_LOG_WARN, "cache pool error %d: proxying new misses for %d s",
 			  err, DEGRADE_MS / 1000);
+}
+
+static void probe_cb(struct tier_store_op *op)
+{
+	struct tier_engine *e = op->priv;
+
+	e->probe_busy = false;
+	e->jobs_inflight--;
+	if (op->result == -ETIMEDOUT)
+		e->cache_down_until_ms = tier__eng_now_ms(e) + DEGRADE_MS;
+	else
+		e->cache_down_until_ms = 0;   /* it answers again: stop failing fast */
+	tier__deliver(e);
+}
+
+/*
+ * While the cache pool is down, ask it once a second (a STAT of an object
+ * that never exists): the fail-fast window ends as soon as it answers, not
+ * DEGRADE_MS after the last timeout.
+ */
+static void cache_probe(struct tier_engine *e)
+{
+	struct tier_store_op *op = &e->probe_op;
+	uint64_t now = tier__eng_now_ms(e);
+
+	if (!tier__cache_down(e) || e->probe_busy || now < e->probe_next_ms)
+		return;
+	e->probe_next_ms = now + 1000;
+	memset(op, 0, sizeof(*op));
+	op->opcode = TIER_STORE_STAT;
+	snprintf(op->oid, sizeof(op->oid), "tier.probe");
+	op->cb = probe_cb;
+	op->priv = e;
+	if (tier_store_submit(e->cache, op) == 0) {
+		e->probe_busy = true;
+		e->jobs_inflight++;
+	}
 }
 
 bool tier__cache_down(const struct tier_engine *e)
@@ -360,6 +397,7 @@ uint64_t tier_engine_tick(struct tier_engine *e)
 	tier__tokens_refill(e);
 	tier__hitsets_tick(e);
 	tier__agent_hot_expire(e);
+	cache_probe(e);
 	tier__agent_run(e);
 	if (e->n_unsync > 4096 && tier__eng_now_ms(e) >= e->sync_bg_pause_until_ms)
 		tier__sync_background(e);

@@ -178,6 +178,9 @@ struct tier_engine {
 	uint64_t tb_last_ns;
 	uint64_t degraded_until_ms;
 	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (dispatch.c) */
+	uint64_t probe_next_ms;         /* while down: when to ask the pool again */
+	bool probe_busy;
+	struct tier_store_op probe_op;  /* a STAT that tells when the pool answers again */
 
 	int flush_mode, evict_mode;
 	unsigned effort_pct;
