@@ -168,6 +168,11 @@ def do_run(path, name, state, seconds, phasedir, specs):
         while True:
             now = time.time()
             ph = phase()
+            # a "stop" file in the phase dir ends the run early (the test
+            # keeps it going until well after the OSD is back, however slow
+            # the restart was)
+            if os.path.exists(os.path.join(phasedir, "stop")):
+                t_end = min(t_end, now)
             if now < t_end:
                 tries = 0
                 while len(inflight) < QD and tries < 64:

@@ -265,7 +265,7 @@ SPEC=("clean:$(o2s 0):$(o2s 2):r" "clean2:$(o2s 2):$(o2s 2):w-late" "dirty:$(o2s
 # ================================================================ osd
 log "== osd: SIGKILL the cache OSD (osd.1, bluestore) mid-workload, ${OUTAGE} s later start it again (op_timeout ${OPT}s)"
 mkdir -p "$WORK/phase"
-RUN_S=$((5 + OUTAGE + 10))
+RUN_S=$((5 + OUTAGE + 120))   # ended by $WORK/phase/stop, 10 s after start-osd
 W run "$WORK/fault.sock" disk "$WORK/state.json" "$RUN_S" "$WORK/phase" "${SPEC[@]}" \
 	>"$WORK/run1.out" 2>&1 &
 rpid=$!
@@ -281,6 +281,8 @@ kill -0 "$TPID" 2>/dev/null && ok "tierd still running after ${OUTAGE} s without
 OSD_DEAD=0
 touch "$WORK/phase/restarted"
 log "osd.1 back $(( ($(date +%s%3N) - t_kill) / 1000 )) s after the kill"
+sleep 10
+touch "$WORK/phase/stop"
 rrc=0
 wait "$rpid" || rrc=$?
 sed 's/^/  /' "$WORK/run1.out" | head -n -1
