@@ -220,6 +220,14 @@ static uint64_t evict_budget(const struct tier_engine *e)
 	return 0;
 }
 
+/* This run's share of a budget: what is left after the jobs in flight, one batch at most. */
+static size_t slice(uint64_t budget, uint64_t in_flight)
+{
+	uint64_t left = budget > in_flight ? budget - in_flight : 0;
+
+	return (size_t)(left < AGENT_BATCH ? left : AGENT_BATCH);
+}
+
 static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 {
 	uint64_t budget = flush_budget(e), keys[AGENT_BATCH];
@@ -227,8 +235,7 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 
 	if (e->agent_flushing >= budget || !e->n_dirty)
 		return 0;
-	n = e->pol->ops->coldest(e->pol, keys, (size_t)(budget - e->agent_flushing < AGENT_BATCH ?
-				 budget - e->agent_flushing : AGENT_BATCH), want_flush, a);
+	n = e->pol->ops->coldest(e->pol, keys, slice(budget, e->agent_flushing), want_flush, a);
 	for (size_t i = 0; i < n; i++) {
 		struct tier__obj *o = tier__obj_find(e, keys[i]);
 		struct tier_image *img;
@@ -250,8 +257,7 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 		return e->agent_evicting ? 1 : 0;
 	if (e->n_cached <= e->n_dirty)
 		return 0;   /* nothing clean to evict */
-	n = e->pol->ops->coldest(e->pol, keys, (size_t)(budget - e->agent_evicting < AGENT_BATCH ?
-				 budget - e->agent_evicting : AGENT_BATCH), want_evict, a);
+	n = e->pol->ops->coldest(e->pol, keys, slice(budget, e->agent_evicting), want_evict, a);
 	for (size_t i = 0; i < n; i++) {
 		struct tier__obj *o = tier__obj_find(e, keys[i]);
 		struct tier_image *img;

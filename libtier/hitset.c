@@ -19,6 +19,7 @@
 
 #include <zstd.h>
 
+#include "libtier/hash.h"
 #include "libtier/hitset.h"
 
 #define HS_MAX_COUNT     64u
@@ -70,17 +71,6 @@ struct tier__hitsets {
 	struct hs_set *arch[HS_MAX_COUNT];   /* [0] = newest */
 	unsigned narch;
 };
-
-static uint64_t mix64(uint64_t x)
-{
-	/* splitmix64 finaliser: full avalanche on all 64 bits */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
 
 /* Map a 64-bit hash onto [0, n) without a division (Lemire). */
 static uint64_t reduce(uint64_t h, uint64_t n)
@@ -145,8 +135,8 @@ static struct hs_set *set_new(uint64_t capacity, double fpp, uint64_t seed, uint
 /* Kirsch-Mitzenmacher double hashing: bit_i = h1 + i*h2 over one 128-bit mix. */
 static void set_hashes(const struct hs_set *s, uint64_t key, uint64_t *h1, uint64_t *h2)
 {
-	*h1 = mix64(key ^ s->seed);
-	*h2 = mix64(*h1 ^ 0x9e3779b97f4a7c15ull) | 1;
+	*h1 = tier__mix64(key ^ s->seed);
+	*h2 = tier__mix64(*h1 ^ 0x9e3779b97f4a7c15ull) | 1;
 }
 
 static void set_insert(struct hs_set *s, uint64_t key)
@@ -241,7 +231,7 @@ int tier__hitsets_create(unsigned count, double fpp, uint64_t first_capacity,
 	}
 	hs->count = count;
 	hs->fpp = fpp;
-	hs->cur = set_new(first_capacity, fpp, mix64(now_ms ^ ++hs->seq), now_ms);
+	hs->cur = set_new(first_capacity, fpp, tier__mix64(now_ms ^ ++hs->seq), now_ms);
 	if (!hs->cur) {
 		rc = -ENOMEM;
 		goto out;
@@ -328,7 +318,7 @@ int tier__hitsets_maybe_rotate(struct tier__hitsets *hs, uint64_t now_ms, uint64
 	cap = set_unique(hs->cur);
 	if (dur > period_ms && period_ms > 0)
 		cap = (uint64_t)((double)cap * (double)period_ms / (double)dur);
-	next = set_new(cap, hs->fpp, mix64(now_ms ^ ++hs->seq), now_ms);
+	next = set_new(cap, hs->fpp, tier__mix64(now_ms ^ ++hs->seq), now_ms);
 	if (!next)
 		return -ENOMEM;
 	hs->cur->end_ms = now_ms;

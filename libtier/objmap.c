@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "libtier/engine_int.h"
+#include "libtier/hash.h"
 
 #define FREE_OBJ_MAX 4096   /* recycled entries kept for the proxy path */
 
@@ -21,16 +22,6 @@ static size_t alloc_cost(void *p)
 {
 	/* glibc: usable size plus the chunk header */
 	return p ? malloc_usable_size(p) + sizeof(size_t) : 0;
-}
-
-static uint64_t hash_key(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
 }
 
 int tier__map_init(struct tier_engine *e)
@@ -72,7 +63,7 @@ static void map_grow(struct tier_engine *e)
 	for (size_t i = 0; i <= e->ht_mask; i++) {
 		struct tier__obj *o = e->ht[i], *n;
 		for (; o; o = n) {
-			size_t b = hash_key(o->key) & nmask;
+			size_t b = tier__mix64(o->key) & nmask;
 			n = o->hnext;
 			o->hnext = nt[b];
 			nt[b] = o;
@@ -85,7 +76,7 @@ static void map_grow(struct tier_engine *e)
 
 struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key)
 {
-	struct tier__obj *o = e->ht[hash_key(key) & e->ht_mask];
+	struct tier__obj *o = e->ht[tier__mix64(key) & e->ht_mask];
 
 	while (o && o->key != key)
 		o = o->hnext;
@@ -115,7 +106,7 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 		o->len = (uint32_t)(img->size % e->p.object_size);
 	else
 		o->len = (uint32_t)e->p.object_size;
-	b = hash_key(key) & e->ht_mask;
+	b = tier__mix64(key) & e->ht_mask;
 	o->hnext = e->ht[b];
 	e->ht[b] = o;
 	e->n_objs++;
@@ -152,7 +143,7 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 	if (o->state != TIER__ABSENT ||
 	    (o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE)))
 		return;
-	pp = &e->ht[hash_key(o->key) & e->ht_mask];
+	pp = &e->ht[tier__mix64(o->key) & e->ht_mask];
 	while (*pp != o)
 		pp = &(*pp)->hnext;
 	*pp = o->hnext;

@@ -12,22 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libtier/hash.h"
+
 /* open-addressing map: object id -> dense index */
 struct idmap {
 	uint64_t *keys;
 	uint32_t *vals;     /* dense index + 1, 0 = empty */
 	size_t mask;
 };
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
 
 static int idmap_init(struct idmap *m, size_t n)
 {
@@ -50,7 +42,7 @@ static void idmap_free(struct idmap *m)
 /* dense index of id, assigning next_dense if new (then *is_new = true) */
 static uint32_t idmap_get(struct idmap *m, uint64_t id, uint32_t next_dense, bool *is_new)
 {
-	size_t i = mix64(id) & m->mask;
+	size_t i = tier__mix64(id) & m->mask;
 
 	while (m->vals[i]) {
 		if (m->keys[i] == id) {

@@ -23,67 +23,14 @@
 
 #include "tier/store.h"
 #include "store_internal.h"
+#include "heap.h"
 #include "local.h"
 
 #define LOCAL_WORKERS      4u
 
 /* ---- completions held back until the modelled disk is done ---- */
 
-static bool heap_less(const struct delayed *a, const struct delayed *b)
-{
-	return a->due < b->due || (a->due == b->due && a->seq < b->seq);
-}
-
-static void heap_swap(struct delayed *a, struct delayed *b)
-{
-	struct delayed t = *a;
-
-	*a = *b;
-	*b = t;
-}
-
-static int heap_push(struct local_be *L, struct delayed d)
-{
-	size_t i;
-
-	if (L->nheap == L->capheap) {
-		size_t cap = L->capheap ? L->capheap * 2 : 64;
-		struct delayed *h = realloc(L->heap, cap * sizeof(*h));
-
-		if (!h)
-			return -ENOMEM;
-		L->heap = h;
-		L->capheap = cap;
-	}
-	i = L->nheap++;
-	L->heap[i] = d;
-	while (i > 0 && heap_less(&L->heap[i], &L->heap[(i - 1) / 2])) {
-		heap_swap(&L->heap[i], &L->heap[(i - 1) / 2]);
-		i = (i - 1) / 2;
-	}
-	return 0;
-}
-
-static struct delayed heap_pop(struct local_be *L)
-{
-	struct delayed top = L->heap[0];
-	size_t i = 0;
-
-	L->heap[0] = L->heap[--L->nheap];
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, s = i;
-
-		if (l < L->nheap && heap_less(&L->heap[l], &L->heap[s]))
-			s = l;
-		if (r < L->nheap && heap_less(&L->heap[r], &L->heap[s]))
-			s = r;
-		if (s == i)
-			break;
-		heap_swap(&L->heap[i], &L->heap[s]);
-		i = s;
-	}
-	return top;
-}
+TIER__HEAP_DEFINE(dheap, struct delayed)
 
 static void complete(struct local_be *L, struct tier_store_op *op, int rc)
 {
@@ -103,7 +50,7 @@ static void finish(struct local_be *L, struct tier_store_op *op, int rc, uint64_
 	}
 	pthread_mutex_lock(&L->dlock);
 	d.seq = ++L->dseq;
-	if (heap_push(L, d) < 0) {
+	if (dheap_push(&L->heap, &L->nheap, &L->capheap, d) < 0) {
 		pthread_mutex_unlock(&L->dlock);
 		complete(L, op, rc);   /* late is worse than early here */
 		return;
@@ -130,7 +77,7 @@ static void *delayer_main(void *arg)
 		}
 		due = L->heap[0].due;
 		if (due <= tier__now_ns()) {
-			struct delayed d = heap_pop(L);
+			struct delayed d = dheap_pop(L->heap, &L->nheap);
 
 			pthread_mutex_unlock(&L->dlock);
 			complete(L, d.op, d.result);

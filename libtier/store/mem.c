@@ -40,6 +40,7 @@
 
 #include "tier/store.h"
 #include "store_internal.h"
+#include "heap.h"
 
 /* Power-cut model: caps of the per-object logs (see the opening comment). */
 #define MEM_PC_MAX_WRITES 1024
@@ -700,61 +701,8 @@ static int apply(struct mem_be *m, struct tier_store_op *op)
 	return op->opcode == TIER_STORE_WRITE ? (int)op->len : 0;
 }
 
-static void heap_swap(struct pending *a, struct pending *b)
-{
-	struct pending t = *a;
-
-	*a = *b;
-	*b = t;
-}
-
-static int heap_less(const struct pending *a, const struct pending *b)
-{
-	return a->due < b->due || (a->due == b->due && a->seq < b->seq);
-}
-
-static int heap_push(struct mem_be *m, struct pending p)
-{
-	size_t i;
-
-	if (m->nheap == m->capheap) {
-		size_t cap = m->capheap ? m->capheap * 2 : 64;
-		struct pending *h = realloc(m->heap, cap * sizeof(*h));
-
-		if (!h)
-			return -ENOMEM;
-		m->heap = h;
-		m->capheap = cap;
-	}
-	i = m->nheap++;
-	m->heap[i] = p;
-	while (i > 0 && heap_less(&m->heap[i], &m->heap[(i - 1) / 2])) {
-		heap_swap(&m->heap[i], &m->heap[(i - 1) / 2]);
-		i = (i - 1) / 2;
-	}
-	return 0;
-}
-
-static struct pending heap_pop(struct mem_be *m)
-{
-	struct pending top = m->heap[0];
-	size_t i = 0;
-
-	m->heap[0] = m->heap[--m->nheap];
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, s = i;
-
-		if (l < m->nheap && heap_less(&m->heap[l], &m->heap[s]))
-			s = l;
-		if (r < m->nheap && heap_less(&m->heap[r], &m->heap[s]))
-			s = r;
-		if (s == i)
-			break;
-		heap_swap(&m->heap[i], &m->heap[s]);
-		i = s;
-	}
-	return top;
-}
+/* completions held back until the virtual clock reaches their due time */
+TIER__HEAP_DEFINE(pheap, struct pending)
 
 static int mem_submit(void *be, struct tier_store_op *op)
 {
@@ -787,7 +735,7 @@ static int mem_submit(void *be, struct tier_store_op *op)
 	p.seq = ++m->seq;
 	p.op = op;
 	p.result = result;
-	if (heap_push(m, p) < 0)
+	if (pheap_push(&m->heap, &m->nheap, &m->capheap, p) < 0)
 		tier__store_complete(op, -ENOMEM);
 	return 0;
 }
@@ -888,7 +836,7 @@ size_t tier_store_mem_advance(struct tier_store *st, uint64_t now_ns)
 	if (now_ns > m->now_ns)
 		m->now_ns = now_ns;
 	while (m->nheap && m->heap[0].due <= m->now_ns) {
-		struct pending p = heap_pop(m);
+		struct pending p = pheap_pop(m->heap, &m->nheap);
 
 		tier__store_complete(p.op, p.result);
 		n++;
