@@ -470,9 +470,10 @@ int tier_engine_archive_hitsets(struct tier_engine *e)
 	return tier__hitsets_archive_now(e);
 }
 
-char *tier_engine_hitset_json(const struct tier_engine *e)
+int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info *out,
+			    size_t max)
 {
-	return tier__hitsets_json(e->hs);
+	return tier__hitsets_info(e->hs, out, max);
 }
 
 size_t tier_engine_bytes_per_object(const struct tier_engine *e)

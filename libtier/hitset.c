@@ -13,7 +13,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +20,10 @@
 
 #include "libtier/hash.h"
 #include "libtier/hitset.h"
+#include "tier/engine.h"
 
 #define HS_MAX_COUNT     64u
+_Static_assert(HS_MAX_COUNT + 1 == TIER_HITSET_MAX_SETS, "the current set + hit_set_count");
 #define HS_MIN_CAPACITY  1024u            /* floor, like osd_hit_set_min_size */
 #define HS_MAX_CAPACITY  (1ull << 22)     /* 4 Mi objects = 16 TiB of 4 MiB */
 #define HS_MAX_K         16u
@@ -499,45 +500,29 @@ out:
 	return rc;
 }
 
-static void json_set(FILE *b, const struct hs_set *s, int idx, bool first)
+static void set_info(const struct hs_set *s, int idx, struct tier_hitset_info *out)
 {
-	double fill = (double)s->bits_set / (double)s->nbits;
-
-	fprintf(b, "%s{\"set\":", first ? "" : ",");
-	if (idx < 0)
-		fprintf(b, "\"current\",\"start_ms\":%llu,\"end_ms\":null",
-			(unsigned long long)s->start_ms);
-	else
-		fprintf(b, "%d,\"start_ms\":%llu,\"end_ms\":%llu", idx,
-			  (unsigned long long)s->start_ms, (unsigned long long)s->end_ms);
-	fprintf(b, ",\"inserts\":%llu,\"unique\":%llu,\"capacity\":%llu,\"bits\":%llu,"
-		  "\"k\":%u,\"fpp\":%g,\"fill\":%.4f,\"est_fpp\":%.3g}",
-		  (unsigned long long)s->inserts, (unsigned long long)set_unique(s),
-		  (unsigned long long)s->capacity, (unsigned long long)s->nbits, s->k,
-		  s->fpp, fill, pow(fill, (double)s->k));
+	*out = (struct tier_hitset_info){
+		.set = idx,
+		.start_ms = s->start_ms,
+		.end_ms = idx < 0 ? 0 : s->end_ms,
+		.inserts = s->inserts,
+		.unique = set_unique(s),
+		.capacity = s->capacity,
+		.bits = s->nbits,
+		.bits_set = s->bits_set,
+		.k = s->k,
+		.fpp = s->fpp,
+	};
 }
 
-char *tier__hitsets_json(const struct tier__hitsets *hs)
+int tier__hitsets_info(const struct tier__hitsets *hs, struct tier_hitset_info *out, size_t max)
 {
-	char *out = NULL;
-	size_t len = 0;
-	FILE *b = open_memstream(&out, &len);
-
-	if (!b)
-		return NULL;
-	fputc('[', b);
-	json_set(b, hs->cur, -1, true);
-	for (unsigned i = 0; i < hs->narch; i++)
-		json_set(b, hs->arch[i], (int)i, false);
-	fputc(']', b);
-	if (ferror(b)) {
-		fclose(b);
-		free(out);
-		return NULL;
-	}
-	if (fclose(b) != 0) {
-		free(out);
-		return NULL;
-	}
-	return out;
+	if (max && !out)
+		return -EINVAL;
+	if (max)
+		set_info(hs->cur, -1, &out[0]);
+	for (unsigned i = 0; i < hs->narch && i + 1u < max; i++)
+		set_info(hs->arch[i], (int)i, &out[i + 1u]);
+	return (int)hs->narch + 1;
 }

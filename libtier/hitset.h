@@ -53,6 +53,11 @@ unsigned tier__hitsets_archived(const struct tier__hitsets *hs);
 int tier__hitsets_encode_newest(const struct tier__hitsets *hs, void **blob, size_t *len,
 				uint64_t *start_ms);
 int tier__hitsets_load_archived(struct tier__hitsets *hs, const void *blob, size_t len);
-/* JSON array describing each set (inserts, bits, fpp, start). malloc'd. */
-char *tier__hitsets_json(const struct tier__hitsets *hs);
+/*
+ * Describe the sets into out[0..max): the current one, then the archived
+ * ones newest first (see tier_engine_hitset_info).  The caller owns out.
+ * Returns the number of sets (>= 1); -EINVAL if max > 0 and out is NULL.
+ */
+struct tier_hitset_info;
+int tier__hitsets_info(const struct tier__hitsets *hs, struct tier_hitset_info *out, size_t max);
 #endif

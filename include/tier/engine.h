@@ -134,8 +134,33 @@ void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out);
  * submitted; -EBUSY while the archive is still loading, -ENOMEM.
  */
 int tier_engine_archive_hitsets(struct tier_engine *e);
-/* Hitset summary as JSON text (malloc'd, caller frees). */
-char *tier_engine_hitset_json(const struct tier_engine *e);
+/*
+ * One hitset (bloom filter) as the engine sees it; plain data, no pointers.
+ * fill = bits_set / bits and the estimated false-positive rate fill^k are
+ * the reader's to derive.
+ */
+#define TIER_HITSET_MAX_SETS 65   /* the current set + hit_set_count <= 64 archived */
+struct tier_hitset_info {
+	int set;              /* -1 = the current (open) set, else archived, 0 = newest */
+	uint64_t start_ms;    /* engine clock, ms */
+	uint64_t end_ms;      /* 0 for the current set (still open) */
+	uint64_t inserts;     /* every insert, repeats included */
+	uint64_t unique;      /* estimated distinct keys (from the bits set) */
+	uint64_t capacity;    /* expected inserts the filter was sized for */
+	uint64_t bits;        /* filter size */
+	uint64_t bits_set;
+	unsigned k;           /* hash functions */
+	double fpp;           /* target false-positive rate */
+};
+/*
+ * Describe the hitsets: out[0] the current set, then the archived ones,
+ * newest first; at most max entries are written.  The caller owns out; the
+ * engine keeps no pointer into it and allocates nothing.  Returns how many
+ * sets there are (1 to TIER_HITSET_MAX_SETS, possibly more than max);
+ * -EINVAL if max > 0 and out is NULL.
+ */
+int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info *out,
+			    size_t max);
 /* Bytes of engine memory per cached object (measured), for reports. */
 size_t tier_engine_bytes_per_object(const struct tier_engine *e);
 

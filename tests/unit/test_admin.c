@@ -100,10 +100,20 @@ int tier_engine_promote(struct tier_engine *e, struct tier_image *img, uint64_t 
 	return off + len > img->size ? -EINVAL : 0;
 }
 
-char *tier_engine_hitset_json(const struct tier_engine *e)
+/* The current set and one archived set, as the admin command must print them. */
+int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info *out,
+			    size_t max)
 {
+	static const struct tier_hitset_info sets[] = {
+		{ .set = -1, .start_ms = 2000, .inserts = 3, .unique = 3, .capacity = 1024,
+		  .bits = 6400, .bits_set = 12, .k = 4, .fpp = 0.05 },
+		{ .set = 0, .start_ms = 1000, .end_ms = 2000, .inserts = 15000, .unique = 5010,
+		  .capacity = 1024, .bits = 6400, .bits_set = 6336, .k = 4, .fpp = 0.05 },
+	};
 	(void)e;
-	return strdup("{\"current\": {\"inserts\": 3},\n \"archived\": []}");
+	for (size_t i = 0; i < max && i < 2; i++)
+		out[i] = sets[i];
+	return 2;
 }
 
 size_t tier_engine_bytes_per_object(const struct tier_engine *e)
@@ -436,7 +446,12 @@ static void test_images_hitset_reload_unknown(void **state)
 	assert_has(s.answers[0], "{\"name\": \"vm2\", \"size\": 1048576, \"ready\": false, "
 				 "\"state\": \"loading\", \"read_only\": false}");
 	assert_string_equal(s.answers[1],
-			    "{\"hitsets\": {\"current\": {\"inserts\": 3},  \"archived\": []}}");
+			    "{\"hitsets\": [{\"set\":\"current\",\"start_ms\":2000,\"end_ms\":null,"
+			    "\"inserts\":3,\"unique\":3,\"capacity\":1024,\"bits\":6400,\"k\":4,"
+			    "\"fpp\":0.05,\"fill\":0.0019,\"est_fpp\":1.24e-11},"
+			    "{\"set\":0,\"start_ms\":1000,\"end_ms\":2000,"
+			    "\"inserts\":15000,\"unique\":5010,\"capacity\":1024,\"bits\":6400,\"k\":4,"
+			    "\"fpp\":0.05,\"fill\":0.9900,\"est_fpp\":0.961}]}");
 	assert_string_equal(s.answers[2], "{\"ok\": true}");
 	assert_string_equal(s.answers[3], "{\"error\": \"tierd.conf:7: [tier] bad: nope\"}");
 	assert_has(s.answers[4], "unknown command 'frobnicate'");

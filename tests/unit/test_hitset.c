@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <zstd.h>
 
+#include "tier/engine.h"
 #include "libtier/hitset.h"
 
 #define PERIOD 1000u
@@ -45,24 +46,18 @@ static void rotate(struct tier__hitsets *hs, uint64_t *now)
 	assert_int_equal(tier__hitsets_maybe_rotate(hs, *now, PERIOD), 1);
 }
 
-/* Value of "field" in the set-th object of the JSON array (0 = current). */
-static unsigned long long json_field(struct tier__hitsets *hs, int set, const char *field)
+/* The set-th hitset as handed out (0 = current, then the archived ones, newest first). */
+static struct tier_hitset_info info_of(const struct tier__hitsets *hs, int set)
 {
-	char *js = tier__hitsets_json(hs), *p, pat[64];
-	unsigned long long v;
+	struct tier_hitset_info v[TIER_HITSET_MAX_SETS];
+	int n = tier__hitsets_info(hs, v, TIER_HITSET_MAX_SETS);
 
-	assert_non_null(js);
-	p = js;
-	for (int i = 0; i <= set; i++) {
-		p = strstr(p + 1, "{\"set\":");
-		assert_non_null(p);
-	}
-	snprintf(pat, sizeof(pat), "\"%s\":", field);
-	p = strstr(p, pat);
-	assert_non_null(p);
-	v = strtoull(p + strlen(pat), NULL, 10);
-	free(js);
-	return v;
+	assert_in_range(n, 1, TIER_HITSET_MAX_SETS);
+	assert_true(set < n);
+	assert_int_equal(v[set].set, set - 1);
+	if (set == 0)
+		assert_int_equal(v[set].end_ms, 0);   /* the current set is open */
+	return v[set];
 }
 
 static void test_create_rejects_bad_arguments(void **state)
@@ -191,29 +186,29 @@ static void test_new_period_sized_from_previous_unique_inserts(void **state)
 
 	(void)state;
 	/* first period: the floor applies to a zero first_capacity */
-	assert_int_equal(json_field(hs, 0, "capacity"), 1024);
-	assert_int_equal(json_field(hs, 0, "bits"), bits_for(1024, 0.05));
+	assert_int_equal(info_of(hs, 0).capacity, 1024);
+	assert_int_equal(info_of(hs, 0).bits, bits_for(1024, 0.05));
 	/* 5000 objects, three hits each, in a filter sized for 1024 */
 	for (int rep = 0; rep < 3; rep++)
 		for (uint64_t i = 0; i < 5000; i++)
 			tier__hitsets_insert(hs, key_of(i));
-	assert_int_equal(json_field(hs, 0, "inserts"), 15000);
-	assert_in_range(json_field(hs, 0, "unique"), 4750, 5250);
+	assert_int_equal(info_of(hs, 0).inserts, 15000);
+	assert_in_range(info_of(hs, 0).unique, 4750, 5250);
 	rotate(hs, &now);
-	cap = json_field(hs, 0, "capacity");
-	assert_int_equal(cap, json_field(hs, 1, "unique"));
-	assert_int_equal(json_field(hs, 0, "bits"), bits_for(cap, 0.05));
+	cap = info_of(hs, 0).capacity;
+	assert_int_equal(cap, info_of(hs, 1).unique);
+	assert_int_equal(info_of(hs, 0).bits, bits_for(cap, 0.05));
 	/* a late rotation (two periods) scales the count to one period */
 	for (uint64_t i = 0; i < 8000; i++)
 		tier__hitsets_insert(hs, key_of(100000 + i));
 	now += 2 * PERIOD;
 	assert_int_equal(tier__hitsets_maybe_rotate(hs, now, PERIOD), 1);
-	assert_in_range(json_field(hs, 0, "capacity"), 3850, 4150);
+	assert_in_range(info_of(hs, 0).capacity, 3850, 4150);
 	/* a quiet period falls back to the floor */
 	for (uint64_t i = 0; i < 10; i++)
 		tier__hitsets_insert(hs, key_of(i));
 	rotate(hs, &now);
-	assert_int_equal(json_field(hs, 0, "capacity"), 1024);
+	assert_int_equal(info_of(hs, 0).capacity, 1024);
 	tier__hitsets_destroy(hs);
 }
 
@@ -228,9 +223,9 @@ static void test_rotate_only_after_a_period(void **state)
 	assert_int_equal(tier__hitsets_archived(hs), 0);
 	assert_int_equal(tier__hitsets_maybe_rotate(hs, 5000 + PERIOD, PERIOD), 1);
 	assert_int_equal(tier__hitsets_archived(hs), 1);
-	assert_int_equal(json_field(hs, 1, "start_ms"), 5000);
-	assert_int_equal(json_field(hs, 1, "end_ms"), 5000 + PERIOD);
-	assert_int_equal(json_field(hs, 0, "start_ms"), 5000 + PERIOD);
+	assert_int_equal(info_of(hs, 1).start_ms, 5000);
+	assert_int_equal(info_of(hs, 1).end_ms, 5000 + PERIOD);
+	assert_int_equal(info_of(hs, 0).start_ms, 5000 + PERIOD);
 	tier__hitsets_destroy(hs);
 }
 
@@ -286,7 +281,7 @@ static void test_trim_to_count_on_rotate_and_configure(void **state)
 	tier__hitsets_configure(hs, 1, 0.05);
 	assert_int_equal(tier__hitsets_archived(hs), 1);   /* shrinking is immediate */
 	/* the one kept is the newest: the oldest start times were dropped */
-	assert_int_equal(json_field(hs, 1, "start_ms"), now - PERIOD);
+	assert_int_equal(info_of(hs, 1).start_ms, now - PERIOD);
 	tier__hitsets_configure(hs, 0, 0.05);
 	assert_int_equal(tier__hitsets_archived(hs), 0);
 	rotate(hs, &now);
@@ -302,12 +297,12 @@ static void test_configure_fpp_applies_at_next_rotation(void **state)
 	(void)state;
 	for (uint64_t i = 0; i < 4000; i++)
 		tier__hitsets_insert(hs, key_of(i));
-	bits_before = json_field(hs, 0, "bits");
+	bits_before = info_of(hs, 0).bits;
 	tier__hitsets_configure(hs, 2, 0.001);
-	assert_int_equal(json_field(hs, 0, "bits"), bits_before);
+	assert_int_equal(info_of(hs, 0).bits, bits_before);
 	rotate(hs, &now);
 	/* same ~4000 keys, ln(0.001)/ln(0.05) ~ 2.3x the bits */
-	assert_true(json_field(hs, 0, "bits") > 2 * bits_before);
+	assert_true(info_of(hs, 0).bits > 2 * bits_before);
 	tier__hitsets_destroy(hs);
 }
 
@@ -347,9 +342,16 @@ static void test_encode_decode_round_trip(void **state)
 		if (i < 3000)
 			assert_int_equal(b, 800000);
 	}
-	const char *fields[] = { "start_ms", "end_ms", "inserts", "unique", "capacity", "bits", "k" };
-	for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
-		assert_int_equal(json_field(hs, 1, fields[f]), json_field(back, 1, fields[f]));
+	struct tier_hitset_info ia = info_of(hs, 1), ib = info_of(back, 1);
+	assert_int_equal(ia.start_ms, ib.start_ms);
+	assert_int_equal(ia.end_ms, ib.end_ms);
+	assert_int_equal(ia.inserts, ib.inserts);
+	assert_int_equal(ia.unique, ib.unique);
+	assert_int_equal(ia.capacity, ib.capacity);
+	assert_int_equal(ia.bits, ib.bits);
+	assert_int_equal(ia.bits_set, ib.bits_set);
+	assert_int_equal(ia.k, ib.k);
+	assert_true(ia.fpp == ib.fpp);
 	/* loading more than count keeps the newest count (loaded oldest first) */
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(tier__hitsets_load_archived(back, blob, len), 0);
@@ -452,27 +454,34 @@ static void test_decode_rejects_malformed_records(void **state)
 	tier__hitsets_destroy(back);
 }
 
-static void test_json_lists_current_then_archived(void **state)
+static void test_info_lists_current_then_archived(void **state)
 {
 	struct tier__hitsets *hs = mk(3, 0.05, 1024);
+	struct tier_hitset_info v[TIER_HITSET_MAX_SETS];
 	uint64_t now = 0;
-	char *js;
 
 	(void)state;
 	tier__hitsets_insert(hs, key_of(1));
 	rotate(hs, &now);
 	rotate(hs, &now);
-	js = tier__hitsets_json(hs);
-	assert_non_null(js);
-	assert_int_equal(js[0], '[');
-	assert_int_equal(js[strlen(js) - 1], ']');
-	assert_non_null(strstr(js, "{\"set\":\"current\""));
-	assert_non_null(strstr(js, "{\"set\":0,"));
-	assert_non_null(strstr(js, "{\"set\":1,"));
-	assert_null(strstr(js, "{\"set\":2,"));
-	free(js);
-	assert_int_equal(json_field(hs, 2, "inserts"), 1);
-	assert_int_equal(json_field(hs, 1, "inserts"), 0);
+	assert_int_equal(tier__hitsets_info(hs, v, TIER_HITSET_MAX_SETS), 3);
+	assert_int_equal(v[0].set, -1);
+	assert_int_equal(v[0].end_ms, 0);
+	assert_int_equal(v[1].set, 0);
+	assert_int_equal(v[2].set, 1);
+	assert_int_equal(v[2].end_ms, v[1].start_ms);   /* newest first, back to back */
+	assert_int_equal(v[1].end_ms, v[0].start_ms);
+	assert_int_equal(info_of(hs, 2).inserts, 1);
+	assert_int_equal(info_of(hs, 1).inserts, 0);
+	/* a short array gets the newest sets and the full count; nothing past max is written */
+	memset(v, 0xa5, sizeof(v));
+	assert_int_equal(tier__hitsets_info(hs, v, 2), 3);
+	assert_int_equal(v[0].set, -1);
+	assert_int_equal(v[1].set, 0);
+	assert_int_equal(v[2].set, (int)0xa5a5a5a5);
+	/* count only, and a missing array */
+	assert_int_equal(tier__hitsets_info(hs, NULL, 0), 3);
+	assert_int_equal(tier__hitsets_info(hs, NULL, 1), -EINVAL);
 	tier__hitsets_destroy(hs);
 }
 
@@ -492,7 +501,7 @@ int main(void)
 		cmocka_unit_test(test_encode_decode_round_trip),
 		cmocka_unit_test(test_decode_rejects_truncated_and_corrupt_blobs),
 		cmocka_unit_test(test_decode_rejects_malformed_records),
-		cmocka_unit_test(test_json_lists_current_then_archived),
+		cmocka_unit_test(test_info_lists_current_then_archived),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
