@@ -98,6 +98,21 @@ void tier__deliver(struct tier_engine *e)
 	e->delivering = false;
 }
 
+/* A STAT of a never-existing object on the cache pool; true if it went out. */
+static bool stat_nothing(struct tier_engine *e, struct tier_store_op *op, const char *oid,
+			 tier_store_cb cb)
+{
+	memset(op, 0, sizeof(*op));
+	op->opcode = TIER_STORE_STAT;
+	snprintf(op->oid, sizeof(op->oid), "%s", oid);
+	op->cb = cb;
+	op->priv = e;
+	if (tier_store_submit(e->cache, op) < 0)
+		return false;
+	e->jobs_inflight++;
+	return true;
+}
+
 static void kick_cb(struct tier_store_op *op)
 {
 	struct tier_engine *e = op->priv;
@@ -115,19 +130,9 @@ static void kick_cb(struct tier_store_op *op)
  */
 void tier__kick(struct tier_engine *e)
 {
-	struct tier_store_op *op = &e->kick_op;
-
 	if (!e->done_head || e->kick_busy)
 		return;
-	memset(op, 0, sizeof(*op));
-	op->opcode = TIER_STORE_STAT;
-	snprintf(op->oid, sizeof(op->oid), "tier.kick");
-	op->cb = kick_cb;
-	op->priv = e;
-	if (tier_store_submit(e->cache, op) == 0) {
-		e->kick_busy = true;
-		e->jobs_inflight++;
-	}
+	e->kick_busy = stat_nothing(e, &e->kick_op, "tier.kick", kick_cb);
 }
 
 struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
@@ -201,21 +206,12 @@ static void probe_cb(struct tier_store_op *op)
  */
 static void cache_probe(struct tier_engine *e)
 {
-	struct tier_store_op *op = &e->probe_op;
 	uint64_t now = tier__eng_now_ms(e);
 
 	if (!tier__cache_down(e) || e->probe_busy || now < e->probe_next_ms)
 		return;
 	e->probe_next_ms = now + 1000;
-	memset(op, 0, sizeof(*op));
-	op->opcode = TIER_STORE_STAT;
-	snprintf(op->oid, sizeof(op->oid), "tier.probe");
-	op->cb = probe_cb;
-	op->priv = e;
-	if (tier_store_submit(e->cache, op) == 0) {
-		e->probe_busy = true;
-		e->jobs_inflight++;
-	}
+	e->probe_busy = stat_nothing(e, &e->probe_op, "tier.probe", probe_cb);
 }
 
 bool tier__cache_down(const struct tier_engine *e)

@@ -19,9 +19,9 @@ static uint64_t script_ops(struct tier_store *st)
 	struct tier_store_stats s;
 	uint64_t n = 0;
 
-	/* what a write to a cached object issues (the agent may read meanwhile) */
 	tier_store_get_stats(st, &s);
-	n += s.ops[TIER_STORE_WRITE] + s.ops[TIER_STORE_ZERO] + s.ops[TIER_STORE_REMOVE];
+	for (int i = 0; i < TIER_STORE_OPCODE_MAX; i++)
+		n += s.ops[i];
 	return n;
 }
 
@@ -512,12 +512,10 @@ static void test_sync_error_sticks_for_proxied_write(void **state)
 static uint64_t cache_ops(struct tier_store *st)
 {
 	struct tier_store_stats s;
-	uint64_t n = 0;
 
 	/* what a write to a cached object issues (the agent may read meanwhile) */
 	tier_store_get_stats(st, &s);
-	n += s.ops[TIER_STORE_WRITE] + s.ops[TIER_STORE_ZERO] + s.ops[TIER_STORE_REMOVE];
-	return n;
+	return s.ops[TIER_STORE_WRITE] + s.ops[TIER_STORE_ZERO] + s.ops[TIER_STORE_REMOVE];
 }
 
 static void test_cache_timeout_fails_fast(void **state)
