@@ -128,8 +128,8 @@ static void submit_or_fail(struct tier_engine *e, struct tier_store *st, struct 
 	if (rc < 0) {
 		/* a malformed op is an engine bug; complete it as an error */
 		x->op.result = rc;
-		tier__log(e, TIER_LOG_ERROR, "store refused %s on %s: %d",
-			  tier_store_opcode_name(x->op.opcode), x->op.oid, rc);
+		tier__log(e, TIER_LOG_ERROR, "store refused %s on %s: %s",
+			  tier_store_opcode_name(x->op.opcode), x->op.oid, strerror(-rc));
 		x->op.cb(&x->op);
 	}
 }

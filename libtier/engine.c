@@ -182,8 +182,8 @@ void tier__cache_error(struct tier_engine *e, int err)
 	if (err == -ETIMEDOUT)
 		e->cache_down_until_ms = e->degraded_until_ms;   /* until a probe answers */
 	if (!was)
-		tier__log(e, TIER_LOG_WARN, "cache pool error %d: proxying new misses for %d s",
-			  err, DEGRADE_MS / 1000);
+		tier__log(e, TIER_LOG_WARN, "cache pool error (%s): proxying new misses for %d s",
+			  strerror(-err), DEGRADE_MS / 1000);
 }
 
 static void probe_cb(struct tier_store_op *op)

@@ -62,8 +62,8 @@ static void load_cb(struct tier_store_op *op)
 	struct tier_engine *e = j->e;
 
 	if (op->result < 0) {
-		tier__log(e, TIER_LOG_WARN, "hitset %s: %s failed: %d", op->oid,
-			  tier_store_opcode_name(op->opcode), op->result);
+		tier__log(e, TIER_LOG_WARN, "hitset %s: %s failed: %s", op->oid,
+			  tier_store_opcode_name(op->opcode), strerror(-op->result));
 	} else if (op->opcode == TIER_STORE_STAT && op->obj_size > 0 && op->obj_size < (64u << 20)) {
 		free(j->buf);
 		j->buf = malloc(op->obj_size);
@@ -158,7 +158,8 @@ static void archive_cb(struct tier_store_op *op)
 	char **nn;
 
 	if (op->result < 0) {
-		tier__log(e, TIER_LOG_WARN, "hitset archive %s failed: %d", op->oid, op->result);
+		tier__log(e, TIER_LOG_WARN, "hitset archive %s failed: %s", op->oid,
+			  strerror(-op->result));
 	} else {
 		e->st.hitset_archives++;
 		nn = realloc(e->hs_names, (e->n_hs_names + 1) * sizeof(char *));

@@ -54,8 +54,8 @@ static void image_loaded(struct tier_image *img, int rc)
 	img->n_names = 0;
 	img->ready = rc < 0 ? rc : 1;
 	if (rc < 0)
-		tier__log(e, TIER_LOG_ERROR, "image %s: rebuild from the cache pool failed: %d",
-			  img->name, rc);
+		tier__log(e, TIER_LOG_ERROR, "image %s: rebuild from the cache pool failed: %s",
+			  img->name, strerror(-rc));
 	else
 		tier__log(e, TIER_LOG_INFO, "image %s: %llu cached objects (%llu dirty)", img->name,
 			  (unsigned long long)img->n_cached, (unsigned long long)img->n_dirty);
@@ -169,7 +169,8 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 		}
 	}
 	if (rc < 0 && img->ready == 0) {
-		tier__log(e, TIER_LOG_ERROR, "image %s: cache object %s: %d", img->name, op->oid, rc);
+		tier__log(e, TIER_LOG_ERROR, "image %s: cache object %s: %s", img->name, op->oid,
+			  strerror(-rc));
 		img->ready = -EIO;   /* remember; reported when the window drains */
 	}
 	tier__job_free(j);
