@@ -489,6 +489,8 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 			x->bounce = calloc(1, x->t - x->s);
 			if (!x->bounce) {
 				o->flags &= (uint16_t)~TIER__OF_EXCL;
+				if (o->state == TIER__ABSENT)
+					tier__obj_free_bits(e, o);   /* the copy was never made */
 				tier__ext_finish(e, x, -ENOMEM);
 				return;
 			}
@@ -517,6 +519,8 @@ static void fill_cb(struct tier_store_op *op)
 	}
 	if (r < 0) {
 		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		if (o->state == TIER__ABSENT)
+			tier__obj_free_bits(e, o);   /* the copy was never made */
 		tier__ext_finish(e, x, r);
 		tier__obj_kick(e, o);
 		goto out;
@@ -556,16 +560,11 @@ static void cw_cb(struct tier_store_op *op)
 		tier__obj_kick(e, o);
 		goto out;
 	}
-	tier__acct_sub(e, o);
-	if (o->bits)
-		memcpy(o->bits, x->nbits, 2 * e->nwords * 8);
-	o->state = TIER__DIRTY;
 	o->version = x->new_version;
 	o->mtime_ms = tier__eng_now_ms(e);
 	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK);
-	tier__acct_add(e, o);
-	if (creating)
-		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	tier__obj_set_state(e, o, TIER__DIRTY, o->bits ? x->nbits : NULL,
+			    o->bits ? x->nbits + e->nwords : NULL);
 	if (!(op->flags & TIER_STORE_F_FUA))
 		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
 	tier__ext_finish(e, x, 0);
@@ -605,12 +604,7 @@ static void drop_cb(struct tier_store_op *op)
 		tier__obj_kick(e, o);
 		goto out;
 	}
-	if (o->state != TIER__ABSENT) {
-		tier__acct_sub(e, o);
-		e->pol->ops->remove(e->pol, o->key);
-		o->state = TIER__ABSENT;
-	}
-	tier__obj_free_bits(e, o);
+	tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
 	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK | TIER__OF_UNSYNC_C);
 	if (x->step == 11) {
 		tier__ext_finish(e, x, 0);
@@ -885,9 +879,10 @@ void tier__obj_kick(struct tier_engine *e, struct tier__obj *o)
 	/* a flush waiting for a cache write to land marks first, then the queue runs */
 	if ((o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL)) == TIER__OF_FLUSHING)
 		tier__flush_resume(e, o);
-
+	tier__obj_assert(e, o, "kick");
 	while ((x = o->qhead) && try_start(e, o, x))
 		;
+	tier__obj_assert(e, o, "queue run");
 	tier__obj_release(e, o);
 }
 

@@ -46,6 +46,18 @@ void tier__log(const struct tier_engine *e, enum tier_log_level lvl, const char 
 	e->o.log(e->o.log_arg, lvl, buf);
 }
 
+void tier__submit(struct tier_engine *e, struct tier_store *st, struct tier_store_op *op)
+{
+	int rc = tier_store_submit(st, op);
+
+	if (rc == 0)
+		return;
+	tier__log(e, TIER_LOG_ERROR, "store refused %s on %s: %s (an engine bug)",
+		  tier_store_opcode_name(op->opcode), op->oid, strerror(-rc));
+	if (tier_store_fail(st, op, rc) < 0)
+		abort();   /* no callback to complete it through: cannot happen */
+}
+
 struct tier_image *tier__image_by_id(const struct tier_engine *e, uint32_t id)
 {
 	for (size_t i = 0; i < e->n_imgs; i++)
@@ -355,6 +367,11 @@ static void reinsert(struct tier_engine *e, struct tier__obj *o, void *arg)
 	(void)arg;
 	if (o->state != TIER__ABSENT)
 		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+}
+
+void tier_engine_set_debug(struct tier_engine *e, bool on)
+{
+	e->debug = on;
 }
 
 int tier_engine_set_params(struct tier_engine *e, const struct tier_params *p)

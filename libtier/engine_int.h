@@ -100,7 +100,8 @@ struct tier__job {
 	struct tier__ext *waiter;       /* promotion: the hint waiting for it */
 	struct tier_request *req;       /* sync: the FLUSH request */
 	int kind, step, err;
-	uint64_t version;
+	uint64_t version;               /* flush: the version its SETMETA guards */
+	uint64_t objno;                 /* rebuild: the object being looked at */
 	uint64_t t_base;                /* engine clock at the last base submit */
 	void *buf;
 	bool obuf;                      /* buf came from tier__obuf_get */
@@ -195,6 +196,7 @@ struct tier_engine {
 	bool kick_busy;
 	struct tier_store_op kick_op;   /* wakes the owner for completions without I/O */
 	int in_submit;                  /* no callbacks while > 0 */
+	bool debug;                     /* format DEBUG messages (route traces) */
 	uint64_t reqs_inflight, jobs_inflight, exts_inflight;
 
 	struct tier__ext *free_ext;
@@ -218,6 +220,17 @@ uint64_t tier__eng_now_ns(const struct tier_engine *e);
 static inline uint64_t tier__eng_now_ms(const struct tier_engine *e) { return tier__eng_now_ns(e) / 1000000; }
 void tier__log(const struct tier_engine *e, enum tier_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* DEBUG messages are formatted only when asked for (tier_engine_set_debug). */
+#define tier__debug(e, ...) \
+	do { if ((e)->debug) tier__log((e), TIER_LOG_DEBUG, __VA_ARGS__); } while (0)
+/*
+ * The one way the engine submits a store op.  The store refuses only
+ * malformed ops (an engine bug): the refusal is logged and the op completes
+ * with the error through the pool's completion queue like any failed op, so
+ * every caller has one completion path, its callback, which never runs
+ * inside this call.
+ */
+void tier__submit(struct tier_engine *e, struct tier_store *st, struct tier_store_op *op);
 struct tier_image *tier__image_by_id(const struct tier_engine *e, uint32_t id);
 void tier__oid(const struct tier_image *img, uint64_t objno, char *out);
 void tier__req_put(struct tier_engine *e, struct tier_request *req, int err);
@@ -246,8 +259,28 @@ int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o);
 void tier__obj_free_bits(struct tier_engine *e, struct tier__obj *o);
 uint64_t tier__obj_cached_bytes(const struct tier_engine *e, const struct tier__obj *o);
 uint64_t tier__obj_dirty_bytes(const struct tier_engine *e, const struct tier__obj *o);
-void tier__acct_sub(struct tier_engine *e, const struct tier__obj *o);
-void tier__acct_add(struct tier_engine *e, const struct tier__obj *o);
+/*
+ * The one way an object's cache state changes; the engine's and the image's
+ * counts and the eviction policy follow it.  ABSENT frees the bitmaps; any
+ * other state copies valid and dirty (nwords each; NULL keeps that half)
+ * into the bitmaps, which must then be allocated.  ABSENT -> cached inserts
+ * the key into the policy at o->mtime_ms, cached -> ABSENT removes it.
+ */
+void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t state,
+			 const uint64_t *valid, const uint64_t *dirty);
+/*
+ * NULL if o's state, flags and counts are a legal combination (the list is
+ * in objmap.c), else what is wrong.  tier__obj_assert aborts on an illegal
+ * one in debug builds (the tests); tier__obj_kick runs it after every
+ * transition.
+ */
+const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj *o);
+#ifndef NDEBUG
+void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o, const char *where);
+#else
+static inline void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o,
+				    const char *where) { (void)e; (void)o; (void)where; }
+#endif
 void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag);
 int tier__meta_encode_obj(const struct tier_engine *e, uint32_t flags, uint64_t version,
 			  const uint64_t *valid, const uint64_t *dirty, void *buf);

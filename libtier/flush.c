@@ -291,15 +291,13 @@ static void flush_clean(struct tier__job *j)
 	uint64_t before = tier__obj_dirty_bytes(e, o);
 	bool any = false;
 
-	tier__acct_sub(e, o);
 	if (o->bits) {
 		const uint64_t *nd = j->snap + 2 * e->nwords;
 		for (size_t w = 0; w < e->nwords; w++)
 			any |= nd[w] != 0;
-		memcpy(o->bits + e->nwords, nd, e->nwords * 8);
 	}
-	o->state = any ? TIER__DIRTY : TIER__CLEAN;
-	tier__acct_add(e, o);
+	tier__obj_set_state(e, o, any ? TIER__DIRTY : TIER__CLEAN, NULL,
+			    o->bits ? j->snap + 2 * e->nwords : NULL);
 	e->st.flushes++;
 	e->st.flush_partial += any;
 	e->st.flush_bytes += before - tier__obj_dirty_bytes(e, o);
@@ -485,10 +483,7 @@ static void evict_cb(struct tier_store_op *op)
 
 	if (r == 0 || r == -ENOENT) {
 		uint64_t bytes = tier__obj_cached_bytes(e, o);
-		tier__acct_sub(e, o);
-		e->pol->ops->remove(e->pol, o->key);
-		o->state = TIER__ABSENT;
-		tier__obj_free_bits(e, o);
+		tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
 		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_C | TIER__OF_VUNK);
 		e->st.evictions++;
 		e->st.evict_bytes += bytes;

@@ -131,14 +131,11 @@ static int rebuild_adopt(struct tier__job *j, uint64_t objno)
 			tier__obj_release(e, o);
 			return -ENOMEM;
 		}
-		memcpy(o->bits, valid, e->nwords * 8);
-		memcpy(o->bits + e->nwords, dirty, e->nwords * 8);
 	}
-	o->state = (m.flags & TIER_META_F_DIRTY) ? TIER__DIRTY : TIER__CLEAN;
 	o->version = op->obj_version ? op->obj_version : m.version;
 	o->mtime_ms = tier__eng_now_ms(e);
-	tier__acct_add(e, o);
-	e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	tier__obj_set_state(e, o, (m.flags & TIER_META_F_DIRTY) ? TIER__DIRTY : TIER__CLEAN,
+			    o->bits ? valid : NULL, o->bits ? dirty : NULL);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,13 +133,9 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 		return;
 	if (img && img->closed) {
 		/* image closed: forget the entry (the cache copy stays for the next open) */
-		if (o->state != TIER__ABSENT) {
-			tier__acct_sub(e, o);
-			if (e->pol)
-				e->pol->ops->remove(e->pol, o->key);
-			o->state = TIER__ABSENT;
-		}
-		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE);
+		tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
+		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE |
+					TIER__OF_VUNK);
 	}
 	if (o->state != TIER__ABSENT ||
 	    (o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE)))
@@ -233,7 +230,7 @@ static void img_acct(struct tier_engine *e, const struct tier__obj *o, int d)
 		img->n_dirty += (uint64_t)(int64_t)d;
 }
 
-void tier__acct_sub(struct tier_engine *e, const struct tier__obj *o)
+static void acct_sub(struct tier_engine *e, const struct tier__obj *o)
 {
 	if (o->state == TIER__ABSENT)
 		return;
@@ -246,7 +243,7 @@ void tier__acct_sub(struct tier_engine *e, const struct tier__obj *o)
 	}
 }
 
-void tier__acct_add(struct tier_engine *e, const struct tier__obj *o)
+static void acct_add(struct tier_engine *e, const struct tier__obj *o)
 {
 	if (o->state == TIER__ABSENT)
 		return;
@@ -258,6 +255,107 @@ void tier__acct_add(struct tier_engine *e, const struct tier__obj *o)
 		e->dirty_bytes += tier__obj_dirty_bytes(e, o);
 	}
 }
+
+void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t state,
+			 const uint64_t *valid, const uint64_t *dirty)
+{
+	uint8_t old = o->state;
+
+	acct_sub(e, o);
+	if (state == TIER__ABSENT) {
+		tier__obj_free_bits(e, o);
+	} else if (o->bits) {
+		if (valid && valid != o->bits)
+			memcpy(o->bits, valid, e->nwords * 8);
+		if (dirty && dirty != o->bits + e->nwords)
+			memcpy(o->bits + e->nwords, dirty, e->nwords * 8);
+	}
+	o->state = state;
+	acct_add(e, o);
+	if (!e->pol)
+		return;   /* engine teardown */
+	if (old == TIER__ABSENT && state != TIER__ABSENT)
+		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	else if (old != TIER__ABSENT && state == TIER__ABSENT)
+		e->pol->ops->remove(e->pol, o->key);
+}
+
+/*
+ * The legal combinations, between transitions (tier__obj_kick checks them
+ * after every completion and every queue run):
+ *  - state is ABSENT, CLEAN or DIRTY;
+ *  - PROMOTING: ABSENT (a promotion only fills an absent copy), no other
+ *    job and no exclusive op on it;
+ *  - FLUSHING: DIRTY, not PROMOTING or EVICTING;
+ *  - EVICTING: CLEAN, no other job and no exclusive op;
+ *  - STALE (a cache object may exist): ABSENT;
+ *  - VUNK (the store version is unknown): not ABSENT;
+ *  - PQUEUED: an internal promotion hint is queued (admin promotes queue
+ *    them too, without the flag);
+ *  - nproxy <= nrun;
+ *  - bitmaps only in extent mode; none on an ABSENT copy unless a cache
+ *    write creating it runs (EXCL); dirty extents are valid, a CLEAN copy
+ *    has none, a DIRTY copy with bitmaps has at least one.
+ */
+const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj *o)
+{
+	uint16_t f = o->flags;
+	bool hint = false, dirty = false;
+
+	if (o->state > TIER__DIRTY)
+		return "state out of range";
+	if ((f & TIER__OF_PROMOTING) &&
+	    (o->state != TIER__ABSENT ||
+	     (f & (TIER__OF_FLUSHING | TIER__OF_EVICTING | TIER__OF_EXCL))))
+		return "PROMOTING: not ABSENT, or with another job or an exclusive op";
+	if ((f & TIER__OF_FLUSHING) &&
+	    (o->state != TIER__DIRTY || (f & (TIER__OF_PROMOTING | TIER__OF_EVICTING))))
+		return "FLUSHING: not DIRTY, or with a promotion or an eviction";
+	if ((f & TIER__OF_EVICTING) &&
+	    (o->state != TIER__CLEAN || (f & (TIER__OF_FLUSHING | TIER__OF_EXCL))))
+		return "EVICTING: not CLEAN, or with a flush or an exclusive op";
+	if ((f & TIER__OF_STALE) && o->state != TIER__ABSENT)
+		return "STALE on a cached object";
+	if ((f & TIER__OF_VUNK) && o->state == TIER__ABSENT)
+		return "VUNK on an ABSENT object";
+	for (const struct tier__ext *x = o->qhead; x; x = x->next)
+		hint |= x->type == TIER_REQ_CACHE && !x->req;
+	if ((f & TIER__OF_PQUEUED) && !hint)
+		return "PQUEUED without a queued promotion hint";
+	if (o->nproxy > o->nrun)
+		return "more proxied new-extent writes than shared ops";
+	if (!o->bits)
+		return NULL;
+	if (!e->nwords)
+		return "bitmaps in object mode";
+	if (o->state == TIER__ABSENT)
+		return (f & TIER__OF_EXCL) ? NULL : "bitmaps on an ABSENT object";
+	for (size_t w = 0; w < e->nwords; w++) {
+		if (o->bits[e->nwords + w] & ~o->bits[w])
+			return "a dirty extent that is not valid";
+		dirty |= o->bits[e->nwords + w] != 0;
+	}
+	if (o->state == TIER__CLEAN && dirty)
+		return "CLEAN with dirty extents";
+	if (o->state == TIER__DIRTY && !dirty)
+		return "DIRTY with no dirty extent";
+	return NULL;
+}
+
+#ifndef NDEBUG
+void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o, const char *where)
+{
+	const char *bad = tier__obj_check(e, o);
+
+	if (!bad)
+		return;
+	tier__log(e, TIER_LOG_ERROR, "object %016llx (%s): illegal state %u flags %#x nrun %u "
+		  "nproxy %u: %s", (unsigned long long)o->key, where, o->state, o->flags, o->nrun,
+		  o->nproxy, bad);
+	fprintf(stderr, "tier: object %016llx (%s): %s\n", (unsigned long long)o->key, where, bad);
+	abort();
+}
+#endif
 
 void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag)
 {

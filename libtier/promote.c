@@ -178,14 +178,11 @@ static void promote_cb(struct tier_store_op *op)
 		promote_done(j, false);
 		return;
 	}
-	tier__acct_sub(e, o);
-	tier__obj_free_bits(e, o);
-	o->state = TIER__CLEAN;
+	tier__obj_free_bits(e, o);   /* ABSENT: leftovers of a failed write; now all valid */
 	o->version = 1;
 	o->mtime_ms = tier__eng_now_ms(e);
 	o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
-	tier__acct_add(e, o);
-	e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+	tier__obj_set_state(e, o, TIER__CLEAN, NULL, NULL);
 	e->st.promotions++;
 	e->st.promote_bytes += j->len;
 	promote_done(j, true);

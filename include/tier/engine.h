@@ -48,6 +48,12 @@ void tier_engine_destroy(struct tier_engine *e);
 /* Live tuning; object_size/extent_size must not change (-EINVAL). */
 int tier_engine_set_params(struct tier_engine *e, const struct tier_params *p);
 const struct tier_params *tier_engine_params(const struct tier_engine *e);
+/*
+ * Whether the engine formats DEBUG messages: why each request took its
+ * route, why the agent passed over an object.  Off by default (they cost a
+ * format per request); the daemon turns it on with log_level = debug.
+ */
+void tier_engine_set_debug(struct tier_engine *e, bool on);
 
 /*
  * Run the agent (flush/evict), rotate/archive hitsets, refill throttles.

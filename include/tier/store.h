@@ -180,6 +180,14 @@ void tier_store_destroy(struct tier_store *st);
  * refusals are delivered through the callback, never as a return value.
  */
 int tier_store_submit(struct tier_store *st, struct tier_store_op *op);
+/*
+ * Complete op (which needs a cb) with err < 0 through st's completion
+ * queue, as if st had failed it: the callback runs from tier_cq_drain, never
+ * inside this call.  For callers that want a refused op (tier_store_submit
+ * returned -EINVAL) to take the same path as every failed one.  -EINVAL if
+ * op has no cb or err >= 0 (nothing queued).
+ */
+int tier_store_fail(struct tier_store *st, struct tier_store_op *op, int err);
 
 /* Backend side: finish an op (any thread). */
 void tier__store_complete(struct tier_store_op *op, int result);

@@ -289,6 +289,23 @@ int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
 	return 0;
 }
 
+int tier_store_fail(struct tier_store *st, struct tier_store_op *op, int err)
+{
+	if (!st || !op || !op->cb || err >= 0)
+		return -EINVAL;
+	op->store = st;
+	op->obj_size = op->obj_version = op->obj_mtime_ns = 0;
+	op->meta_len_out = 0;
+	op->names = NULL;
+	op->n_names = 0;
+	op->q_next = NULL;
+	op->seq = ++st->seq;
+	op->t_submit_ns = tier__now_ns();
+	st->in_flight++;
+	tier__store_complete(op, err);
+	return 0;
+}
+
 void tier__store_complete(struct tier_store_op *op, int result)
 {
 	op->result = result;
@@ -302,6 +319,8 @@ void tier__store_finish(struct tier_store_op *op)
 	if (!st)
 		return;
 	st->in_flight--;
+	if ((int)op->opcode <= 0 || op->opcode >= TIER_STORE_OPCODE_MAX)
+		return;   /* a malformed op failed by tier_store_fail */
 	if (op->result < 0)
 		st->stats.errors[op->opcode]++;
 	st->stats.lat_sum_ns[op->opcode] += tier__now_ns() - op->t_submit_ns;
