@@ -1,21 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtier/agent.c - the flush/evict agent.  It decides the flush mode
- * (idle/low/high from the dirty ratio) and the evict mode (idle/some/full
- * from the full ratio) with hysteresis, the evict effort, and which objects
- * to act on: the coldest first as the eviction policy ranks them, honouring
- * cache_min_flush_age / cache_min_evict_age except in full mode, and
- * skipping for a while an object written during its last flush.  It bounds
- * its own ops (agent_max_low_ops / agent_max_ops) and backs off flushing
- * when base latency climbs, so it never starves client I/O on the base
- * pool.  It only starts jobs; it must never block or touch the store.
+ * libtier/agent.c - the flush/evict agent.  Each run it takes the modes
+ * (flush idle/low/high, evict idle/some/full, the effort) and its budgets
+ * from decide.c, asks the eviction policy for the coldest objects, keeps
+ * those decide.c says are worth flushing or evicting (tier__decide_flush /
+ * _evict: state, image, busy, hot, age), counts why it passed over the
+ * others, and starts the jobs.  It keeps the list of hot objects (written
+ * during their last flush) that it leaves alone for a while.  It only
+ * starts jobs; it must never block or touch the store.
  */
 #include <math.h>
 #include <stdlib.h>
 
+#include "libtier/decide.h"
 #include "libtier/engine_int.h"
 
-#define AGENT_SLOP 0.02   /* hysteresis, in ratio units */
 #define AGENT_BATCH 64
 
 double tier__dirty_ratio(const struct tier_engine *e)
@@ -106,45 +105,14 @@ void tier__agent_hot_expire(struct tier_engine *e)
 
 void tier__agent_modes(struct tier_engine *e)
 {
-	const struct tier_params *p = &e->p;
-	double dr = tier__dirty_ratio(e), fr = tier__full_ratio(e);
-	double hi = p->cache_target_dirty_high_ratio, lo = p->cache_target_dirty_ratio;
-	double ft = p->cache_target_full_ratio;
-	int fm, em;
+	struct tier__modes cur = { e->flush_mode, e->evict_mode, e->effort_pct };
+	struct tier__modes m = tier__decide_modes(&e->p, cur, tier__dirty_ratio(e),
+						  tier__full_ratio(e), e->n_dirty != 0,
+						  e->n_cached != 0);
 
-	if (dr > hi || (e->flush_mode == TIER_FLUSH_HIGH && dr > hi - AGENT_SLOP && dr > 0))
-		fm = TIER_FLUSH_HIGH;
-	else if (dr > lo || (e->flush_mode != TIER_FLUSH_IDLE && dr > lo - AGENT_SLOP && dr > 0))
-		fm = TIER_FLUSH_LOW;
-	else
-		fm = TIER_FLUSH_IDLE;
-
-	if (fr > 1.0 || (e->evict_mode == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
-		em = TIER_EVICT_FULL;
-	else if (fr > ft || (e->evict_mode != TIER_EVICT_IDLE && fr > ft - AGENT_SLOP && fr > 0))
-		em = TIER_EVICT_SOME;
-	else
-		em = TIER_EVICT_IDLE;
-
-	if (p->cache_mode == TIER_MODE_NONE) {
-		/* pass-through: drain whatever the cache still holds */
-		fm = e->n_dirty ? TIER_FLUSH_HIGH : TIER_FLUSH_IDLE;
-		em = e->n_cached ? TIER_EVICT_FULL : TIER_EVICT_IDLE;
-	}
-	e->flush_mode = fm;
-	e->evict_mode = em;
-	if (em == TIER_EVICT_FULL) {
-		e->effort_pct = 100;
-	} else if (em == TIER_EVICT_SOME) {
-		double eff = ft < 1.0 ? (fr - ft) / (1.0 - ft) : 1.0;
-		if (eff < 0.1)
-			eff = 0.1;
-		if (eff > 1.0)
-			eff = 1.0;
-		e->effort_pct = (unsigned)lround(eff * 100.0);
-	} else {
-		e->effort_pct = 0;
-	}
+	e->flush_mode = m.flush;
+	e->evict_mode = m.evict;
+	e->effort_pct = m.effort_pct;
 }
 
 struct want_arg {
@@ -154,70 +122,79 @@ struct want_arg {
 	uint64_t now_ms;
 };
 
-static bool want_common(const struct want_arg *a, const struct tier__obj *o)
+static bool view(const struct want_arg *a, uint64_t key, struct tier__agent_view *v)
 {
-	const struct tier_image *img = tier__image_by_id(a->e, TIER__KEY_ID(o->key));
+	const struct tier__obj *o = tier__obj_find(a->e, key);
+	const struct tier_image *img;
 
-	if (!img || img->closed)
+	if (!o)
 		return false;
-	return !a->img || a->img == img;
+	img = tier__image_by_id(a->e, TIER__KEY_ID(o->key));
+	v->state = o->state;
+	v->flags = o->flags;
+	v->busy = tier__obj_busy(o);
+	v->image_ok = img && !img->closed && (!a->img || a->img == img);
+	v->ignore_age = a->ignore_age;
+	v->age_ms = a->now_ms - o->mtime_ms;
+	return true;
+}
+
+/* Count (and at debug level tell) why the agent passed over key. */
+static bool skipped(const struct want_arg *a, uint64_t key, const char *what, enum tier__skip r)
+{
+	struct tier_stats *st = &a->e->st;
+
+	switch (r) {
+	case TIER__SKIP_NONE: return false;
+	case TIER__SKIP_BUSY: st->agent_skip_busy++; break;
+	case TIER__SKIP_HOT: st->agent_skip_hot++; break;
+	case TIER__SKIP_YOUNG: st->agent_skip_young++; break;
+	default: break;
+	}
+	if (r != TIER__SKIP_STATE)
+		tier__debug(a->e, "agent: no %s of object %016llx: %s", what,
+			    (unsigned long long)key, tier__skip_name(r));
+	return true;
 }
 
 static bool want_flush(void *arg, uint64_t key)
 {
 	const struct want_arg *a = arg;
-	const struct tier__obj *o = tier__obj_find(a->e, key);
+	struct tier__agent_view v;
 
-	if (!o || o->state != TIER__DIRTY || !want_common(a, o))
-		return false;
-	/* a cache write in flight (EXCL) is fine: the flush snapshots once it lands */
-	if (o->flags & (TIER__OF_FLUSHING | TIER__OF_PROMOTING | TIER__OF_EVICTING | TIER__OF_HOT))
-		return false;
-	return a->ignore_age || a->now_ms - o->mtime_ms >= a->e->p.cache_min_flush_age;
+	return view(a, key, &v) && !skipped(a, key, "flush", tier__decide_flush(&a->e->p, &v));
 }
 
 static bool want_evict(void *arg, uint64_t key)
 {
 	const struct want_arg *a = arg;
-	const struct tier__obj *o = tier__obj_find(a->e, key);
+	struct tier__agent_view v;
 
-	if (!o || o->state != TIER__CLEAN || !want_common(a, o))
-		return false;
-	if (tier__obj_busy(o) || (o->flags & TIER__OF_VUNK))
-		return false;
-	return a->ignore_age || a->now_ms - o->mtime_ms >= a->e->p.cache_min_evict_age;
+	return view(a, key, &v) && !skipped(a, key, "evict", tier__decide_evict(&a->e->p, &v));
+}
+
+static struct tier__budget_in budget_in(const struct tier_engine *e)
+{
+	return (struct tier__budget_in){
+		.m = { e->flush_mode, e->evict_mode, e->effort_pct },
+		.drain_flush = e->drain_flush, .drain_evict = e->drain_evict,
+		.any_dirty = e->n_dirty != 0,
+		.base_lat_ewma = e->base_lat_ewma, .base_lat_floor = e->base_lat_floor,
+	};
 }
 
 static uint64_t flush_budget(const struct tier_engine *e)
 {
-	uint64_t b;
+	struct tier__budget_in b = budget_in(e);
 
-	if (e->drain_flush || e->drain_evict)
-		return e->p.agent_max_ops;
-	switch (e->flush_mode) {
-	case TIER_FLUSH_LOW: b = e->p.agent_max_low_ops; break;
-	case TIER_FLUSH_HIGH: b = e->p.agent_max_ops; break;
-	default: b = 0;
-	}
-	/* full cache of dirty objects: flushing is what makes room */
-	if (e->evict_mode == TIER_EVICT_FULL && b < e->p.agent_max_ops && e->n_dirty)
-		b = e->p.agent_max_ops;
-	/* base latency well above its floor: client I/O is queueing behind us */
-	if (b > 1 && e->evict_mode != TIER_EVICT_FULL && e->base_lat_floor > 0 &&
-	    e->base_lat_ewma > 2.0 * e->base_lat_floor)
-		b = e->flush_mode == TIER_FLUSH_HIGH ? b / 2 : 1;
-	return b;
+	return tier__decide_flush_budget(&e->p, &b);
 }
 
 static uint64_t evict_budget(const struct tier_engine *e)
 {
-	if (e->drain_evict || e->evict_mode == TIER_EVICT_FULL)
-		return e->p.agent_max_ops;
-	if (e->evict_mode == TIER_EVICT_SOME) {
-		uint64_t b = (uint64_t)ceil((double)e->p.agent_max_ops * e->effort_pct / 100.0);
-		return b ? b : 1;
-	}
-	return 0;
+	struct tier__budget_in b = budget_in(e);
+
+	return tier__decide_evict_budget(&e->p, &b);
 }
 
 /* This run's share of a budget: what is left after the jobs in flight, one batch at most. */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtier/dispatch.c - per-object queues and the client data path: decides,
- * for each per-object piece of a request at the moment it reaches the head
- * of its object's queue, whether it is a cache hit, a proxied base op or an
- * admitted promotion, and runs the store ops for it.  Shared ops (reads,
+ * libtier/dispatch.c - per-object queues and the client data path: for each
+ * per-object piece of a request at the moment it reaches the head of its
+ * object's queue, it asks decide.c for the route (tier__decide: hit, proxy,
+ * promotion, cache write, drop, wait...) and runs the store ops of that
+ * route.  No routing rule lives here.  Shared ops (reads,
  * proxied writes) of one object overlap; exclusive ones (cache writes,
  * drops) run alone; a write never waits on a promotion it could proxy
  * around, but one queued behind a running promotion or eviction waits.  Over
@@ -18,7 +19,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libtier/decide.h"
 #include "libtier/engine_int.h"
+
+/* Steps of a piece (x->step), per route. */
+enum xstep {
+	XS_NONE = 0,
+	XS_READ_CACHE = 1,        /* read of the piece from the cache copy */
+	XS_READ_RUNS = 2,         /* base reads of the runs the copy lacks (extent mode) */
+	XS_READ_BASE = 3,         /* one base read of the whole piece */
+	XS_DROP_BASE = 10,        /* REMOVE of the base object, then XS_DROP_CACHE */
+	XS_DROP_CACHE = 11,       /* REMOVE of the cache copy, then done */
+	XS_DROP_THEN_PROXY = 12,  /* REMOVE of the cache copy, then the proxied op */
+	XS_PROXY_NEW = 20,        /* proxied write of extents the copy lacks (over target) */
+};
 
 /* ---- ext pool: no per-request malloc on the hot path ---- */
 
@@ -117,21 +131,11 @@ static uint32_t fua(const struct tier__ext *x)
 	return x->req && (x->req->flags & TIER_REQ_F_FUA) ? TIER_STORE_F_FUA : 0;
 }
 
-static void submit_or_fail(struct tier_engine *e, struct tier_store *st, struct tier__ext *x)
+static void ext_submit(struct tier_engine *e, struct tier_store *st, struct tier__ext *x)
 {
-	int rc;
-
 	if (st == e->base)
 		x->t_base = tier__eng_now_ns(e);
-	rc = tier_store_submit(st, &x->op);
-
-	if (rc < 0) {
-		/* a malformed op is an engine bug; complete it as an error */
-		x->op.result = rc;
-		tier__log(e, TIER_LOG_ERROR, "store refused %s on %s: %s",
-			  tier_store_opcode_name(x->op.opcode), x->op.oid, strerror(-rc));
-		x->op.cb(&x->op);
-	}
+	tier__submit(e, st, &x->op);
 }
 
 /* ---- reads ---- */
@@ -168,22 +172,19 @@ static void read_issue(struct tier_engine *e, struct tier__ext *x, bool from_cac
 	x->op.off = off;
 	x->op.len = len;
 	x->op.buf = x->buf + (off - x->off);
-	submit_or_fail(e, from_cache ? e->cache : e->base, x);
+	ext_submit(e, from_cache ? e->cache : e->base, x);
 }
 
-/*
- * Steps: 1 cache read of the piece, 2 base reads of invalid runs (extent
- * mode), 3 one proxied base read of the whole piece.
- */
+/* After a read: the next base run it lacks (XS_READ_RUNS), or done. */
 static void read_next(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	uint32_t ro, rl;
 
-	if (x->step == 1 && o->bits) {
-		x->step = 2;
+	if (x->step == XS_READ_CACHE && o->bits) {
+		x->step = XS_READ_RUNS;
 		x->pos = x->off;
 	}
-	if (x->step == 2 && next_invalid_run(e, o, x, &ro, &rl)) {
+	if (x->step == XS_READ_RUNS && next_invalid_run(e, o, x, &ro, &rl)) {
 		x->pos = ro + rl;
 		read_issue(e, x, false, ro, rl);
 		return;
@@ -198,7 +199,7 @@ static void read_cb(struct tier_store_op *op)
 	struct tier__ext *x = op->priv;
 	struct tier_engine *e = x->e;
 	struct tier__obj *o = x->obj;
-	bool base = x->step != 1;
+	bool base = x->step != XS_READ_CACHE;
 	int r = op->result;
 
 	if (base) {
@@ -212,7 +213,7 @@ static void read_cb(struct tier_store_op *op)
 		tier__cache_error(e, r);
 		if (o->state == TIER__CLEAN) {
 			/* the base copy is identical: serve from it */
-			x->step = 3;
+			x->step = XS_READ_BASE;
 			read_issue(e, x, false, x->off, x->len);
 			goto out;
 		}
@@ -232,14 +233,12 @@ out:
 	tier__deliver(e);
 }
 
-static void record_access(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
-			  bool *recent, unsigned recency)
+/* The piece's access counts (once): hitsets, and the policy if cached. */
+static void record_access(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	if ((x->seen & 1) || !x->req)
 		return;
 	x->seen |= 1;
-	if (recent)
-		*recent = tier__hitsets_recent(e->hs, o->key, recency);
 	tier__hitsets_insert(e->hs, o->key);
 	if (o->state != TIER__ABSENT)
 		e->pol->ops->access(e->pol, o->key, tier__eng_now_ms(e));
@@ -291,41 +290,40 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 	q_push_tail(o, h);
 }
 
-static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+		       enum tier__route route)
 {
-	bool cached = o->state != TIER__ABSENT && !(o->flags & TIER__OF_EVICTING) && !x->nocache;
-	bool recent = false;
-
 	q_pop(o, x);
 	o->nrun++;
-	record_access(e, o, x, cached ? NULL : &recent, (unsigned)e->p.min_read_recency_for_promote);
-	if (cached) {
-		bool all = range_all_valid(e, o, x->off, x->len);
-		e->st.read_hits += all;
-		e->st.read_misses += !all;
-		x->pos = x->off;
-		if (!all && !range_any_valid(e, o, x->off, x->len)) {
-			x->step = 2;   /* nothing of it in the cache: base runs only */
-			read_next(e, o, x);
-			return;
-		}
-		x->step = 1;
+	x->pos = x->off;
+	switch (route) {
+	case TIER__R_HIT:
+		e->st.read_hits++;
+		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
+	case TIER__R_HIT_PARTIAL:
+		e->st.read_misses++;
+		x->step = XS_READ_CACHE;
+		read_issue(e, x, true, x->off, x->len);
+		return;
+	case TIER__R_EXTENT_MISS:
+		e->st.read_misses++;
+		x->step = XS_READ_RUNS;
+		read_next(e, o, x);
+		return;
+	default:   /* PROXY, PROXY_THEN_PROMOTE */
+		e->st.read_misses++;
+		e->st.proxy_reads++;
+		e->st.proxy_read_bytes += x->len;
+		if (route == TIER__R_PROXY_THEN_PROMOTE)
+			queue_promotion(e, o, x->img);
+		x->step = XS_READ_BASE;
+		read_issue(e, x, false, x->off, x->len);
 	}
-	e->st.read_misses++;
-	e->st.proxy_reads++;
-	e->st.proxy_read_bytes += x->len;
-	if (o->state == TIER__ABSENT && !(o->flags & (TIER__OF_PQUEUED | TIER__OF_PROMOTING)) &&
-	    tier__admit(e, o, false, o->len, recent))
-		queue_promotion(e, o, x->img);
-	x->step = 3;
-	read_issue(e, x, false, x->off, x->len);
 }
 
 /* ---- proxied writes, trims and zeroes ---- */
-
-#define PROXY_NEW_EXTENTS 20   /* ext step: over target, only extents the cache lacks */
 
 static void proxy_cb(struct tier_store_op *op)
 {
@@ -342,7 +340,7 @@ static void proxy_cb(struct tier_store_op *op)
 		tier__note_remove(e, e->base, op->flags);
 	else if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
 		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
-	if (x->step == PROXY_NEW_EXTENTS)
+	if (x->step == XS_PROXY_NEW)
 		o->nproxy--;
 	o->nrun--;
 	tier__ext_finish(e, x, r < 0 ? r : 0);
@@ -368,7 +366,7 @@ static void start_proxy_write(struct tier_engine *e, struct tier__obj *o, struct
 		x->op.off = x->off;
 		x->op.len = x->len;
 	}
-	submit_or_fail(e, e->base, x);
+	ext_submit(e, e->base, x);
 }
 
 /* ---- cache writes ---- */
@@ -434,14 +432,13 @@ static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ex
 		cw_cb(&x->op);
 		return;
 	}
-	x->op.flags = TIER_STORE_F_META | fua(x) | (creating ? TIER_STORE_F_EXCL : 0) |
-		      (new_valid ? TIER_STORE_F_ORDERED : 0);
+	x->op.flags = tier__decide_cw_flags(creating, new_valid, fua(x) != 0);
 	x->op.meta = meta;
 	x->op.meta_len = (uint32_t)ml;
 	x->op.pre_meta = clean_over ? pre : NULL;
 	x->op.pre_meta_len = clean_over ? (uint32_t)pl : 0;
 	x->op.version = x->new_version;
-	submit_or_fail(e, e->cache, x);
+	ext_submit(e, e->cache, x);
 }
 
 /* Bytes of the extents fe..le not yet valid in o: what a cache write adds. */
@@ -499,7 +496,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 			x->op.off = x->s;
 			x->op.len = x->t - x->s;
 			x->op.buf = x->bounce;
-			submit_or_fail(e, e->base, x);
+			ext_submit(e, e->base, x);
 			return;
 		}
 	}
@@ -555,7 +552,7 @@ static void cw_cb(struct tier_store_op *op)
 		free(x->bounce);
 		x->bounce = NULL;
 		x->nocache = 1;
-		x->step = 0;
+		x->step = XS_NONE;
 		q_push_head(o, x);
 		tier__obj_kick(e, o);
 		goto out;
@@ -580,7 +577,7 @@ static void drop_cb(struct tier_store_op *op)
 	struct tier__ext *x = op->priv;
 	struct tier_engine *e = x->e;
 	struct tier__obj *o = x->obj;
-	bool base_step = x->step == 10;
+	bool base_step = x->step == XS_DROP_BASE;
 	int r = op->result == -ENOENT ? 0 : op->result;
 
 	if (base_step) {
@@ -591,10 +588,10 @@ static void drop_cb(struct tier_store_op *op)
 			tier__obj_kick(e, o);
 			goto out;
 		}
-		x->step = 11;
+		x->step = XS_DROP_CACHE;
 		op_init(x, TIER_STORE_REMOVE, drop_cb);
 		x->op.flags = TIER_STORE_F_FUA;   /* see start_drop */
-		submit_or_fail(e, e->cache, x);
+		ext_submit(e, e->cache, x);
 		goto out;
 	}
 	o->flags &= (uint16_t)~TIER__OF_EXCL;
@@ -606,11 +603,11 @@ static void drop_cb(struct tier_store_op *op)
 	}
 	tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
 	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK | TIER__OF_UNSYNC_C);
-	if (x->step == 11) {
+	if (x->step == XS_DROP_CACHE) {
 		tier__ext_finish(e, x, 0);
 	} else {
 		/* drop before a proxied write (readonly mode, cache failure) */
-		x->step = 0;
+		x->step = XS_NONE;
 		start_proxy_write(e, o, x);
 	}
 	tier__obj_kick(e, o);
@@ -623,7 +620,7 @@ static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__
 {
 	q_pop(o, x);
 	o->flags |= TIER__OF_EXCL;
-	x->step = with_base ? 10 : 12;
+	x->step = with_base ? XS_DROP_BASE : XS_DROP_THEN_PROXY;
 	op_init(x, TIER_STORE_REMOVE, drop_cb);
 	/*
 	 * Both removes are durable at once, FUA or not.  The cache copy: once
@@ -634,7 +631,7 @@ static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__
 	 * with older bytes once that copy is gone.
 	 */
 	x->op.flags = TIER_STORE_F_FUA;
-	submit_or_fail(e, with_base ? e->base : e->cache, x);
+	ext_submit(e, with_base ? e->base : e->cache, x);
 }
 
 static bool any_clean_valid(const struct tier_engine *e, const struct tier__obj *o)
@@ -643,177 +640,6 @@ static bool any_clean_valid(const struct tier_engine *e, const struct tier__obj 
 		if (o->bits[w] & ~o->bits[e->nwords + w])
 			return true;
 	return false;
-}
-
-/*
- * A whole-object TRIM or WRITE_ZEROES of a cached object, in an order that
- * no crash or power cut between its two removes can turn into a block that
- * changes later with no write (docs/DURABILITY.md):
- *  - CLEAN: the cache copy goes first (durably), then the trim is proxied
- *    to base: in between, base still holds what the copy held;
- *  - DIRTY: base goes first, then the copy: in between, the copy is the
- *    authority for all it holds and base reads zeros for the rest, as it
- *    will after the flush;
- *  - DIRTY with clean extents (extent mode): base must not lose those
- *    while the copy says base has them: flush it first (it is then CLEAN);
- *    if two flushes fail the request fails with EIO, changing nothing.
- */
-static bool start_whole_drop(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
-{
-	if (o->state == TIER__CLEAN) {
-		start_drop(e, o, x, false);
-		return true;
-	}
-	if (any_clean_valid(e, o)) {
-		if (x->tries >= 2 || tier__flush_start(e, x->img, o) < 0) {
-			q_pop(o, x);
-			tier__ext_finish(e, x, -EIO);   /* no safe order left */
-			return true;
-		}
-		x->tries++;
-		return false;
-	}
-	start_drop(e, o, x, true);
-	return true;
-}
-
-/* A write whose cache path failed (or readonly mode): route it to base safely. */
-static bool start_nocache_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
-{
-	if (o->state == TIER__ABSENT && !(o->flags & TIER__OF_STALE)) {
-		q_pop(o, x);
-		start_proxy_write(e, o, x);
-		return true;
-	}
-	if (o->nrun || (o->flags & TIER__OF_FLUSHING))
-		return false;
-	if (o->state == TIER__DIRTY) {
-		/* the cache holds data base lacks: flush it first, then drop */
-		if (x->tries >= 2 || tier__flush_start(e, x->img, o) < 0) {
-			q_pop(o, x);
-			tier__ext_finish(e, x, -EIO);
-			return true;
-		}
-		x->tries++;
-		return false;
-	}
-	start_drop(e, o, x, false);
-	return true;
-}
-
-static bool start_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
-{
-	bool recent = false, whole = x->off == 0 && x->len == o->len;
-	uint64_t cost;
-
-	if (o->flags & (TIER__OF_PROMOTING | TIER__OF_EVICTING))
-		return false;
-	record_access(e, o, x, o->state == TIER__ABSENT ? &recent : NULL,
-		      (unsigned)e->p.min_write_recency_for_promote);
-	if (!x->nocache && o->state == TIER__CLEAN && e->p.cache_mode == TIER_MODE_READONLY)
-		x->nocache = 1;
-	if (o->flags & TIER__OF_STALE)
-		x->nocache = 1;   /* a leftover cache object must go before base changes */
-	if (x->nocache)
-		return start_nocache_write(e, o, x);
-	if (o->state != TIER__ABSENT && o->bits && !whole && tier__full_ratio(e) >= 1.0 &&
-	    !range_any_valid(e, o, x->off, x->len)) {
-		/*
-		 * Over target, extent mode: a write that only touches extents the
-		 * cache does not hold goes to base, which is authoritative for
-		 * them (reads of invalid extents go to base, a flush writes only
-		 * dirty = valid extents, a cache write's fill reads base after
-		 * this write, which runs shared, is done).  A write mixing held
-		 * and new extents still lands in the cache: it must update the
-		 * held ones, and can add at most its own new extents.
-		 */
-		if (!(x->seen & 2))
-			e->st.write_misses++;
-		x->seen |= 2;
-		q_pop(o, x);
-		x->step = PROXY_NEW_EXTENTS;
-		o->nproxy++;
-		start_proxy_write(e, o, x);
-		return true;
-	}
-	if (o->state != TIER__ABSENT) {
-		/*
-		 * Cache writes wait for shared ops, except that an overwrite of
-		 * extents the cache holds need not wait for such proxied writes:
-		 * they touch only extents it lacks, and it neither fills from
-		 * base nor makes any extent valid.
-		 */
-		if (o->nrun && !(o->nrun == o->nproxy && !whole &&
-				 range_all_valid(e, o, x->off, x->len)))
-			return false;
-		if (!(x->seen & 2))
-			e->st.write_hits++;
-		x->seen |= 2;
-		if (x->type != TIER_REQ_WRITE && whole) {
-			if (o->flags & TIER__OF_FLUSHING)
-				return false;
-			return start_whole_drop(e, o, x);
-		}
-		start_cache_write(e, o, x);
-		return true;
-	}
-	if (!(x->seen & 2))
-		e->st.write_misses++;
-	x->seen |= 2;
-	/*
-	 * The promotion throttles guard the base pool: an extent-mode admission
-	 * reads nothing from base (it writes only the client's extents), so it
-	 * costs no tokens.
-	 */
-	cost = e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords ? 0 : o->len;
-	if (x->type == TIER_REQ_WRITE && !o->nrun && !(o->flags & TIER__OF_STALE) &&
-	    tier__admit(e, o, true, cost, recent)) {
-		if (e->p.promote_granularity == TIER_GRAN_EXTENT && e->nwords) {
-			if (tier__obj_alloc_bits(e, o) == 0) {
-				start_cache_write(e, o, x);
-				return true;
-			}
-		} else if (e->p.write_miss == TIER_WMISS_PROXY) {
-			/* never make the client wait on a 4 MiB copy: proxy now, promote after */
-			if (!(o->flags & TIER__OF_PQUEUED)) {
-				q_pop(o, x);
-				queue_promotion(e, o, x->img);
-				start_proxy_write(e, o, x);
-				return true;
-			}
-		} else {
-			tier__promote_start(e, x->img, o, NULL);
-			if (o->flags & TIER__OF_PROMOTING)
-				return false;
-		}
-	}
-	q_pop(o, x);
-	start_proxy_write(e, o, x);
-	return true;
-}
-
-static bool start_cache_hint(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
-{
-	bool internal = !x->req;
-
-	/* its own reservation (a queued promotion) does not count against it */
-	if (o->state != TIER__ABSENT || (o->flags & (TIER__OF_PROMOTING | TIER__OF_STALE)) ||
-	    e->p.cache_mode == TIER_MODE_NONE || tier__degraded(e) ||
-	    tier__full_ratio_less(e, x->resv, x->resv_obj) >= 1.0) {
-		q_pop(o, x);
-		if (internal)
-			o->flags &= (uint16_t)~TIER__OF_PQUEUED;
-		tier__ext_finish(e, x, 0);
-		return true;
-	}
-	if (o->nrun || (o->flags & TIER__OF_EVICTING))
-		return false;
-	q_pop(o, x);
-	if (internal)
-		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
-	tier__resv_put(e, x);   /* promoting_bytes holds it from here */
-	tier__promote_start(e, x->img, o, x);
-	return true;
 }
 
 static bool range_any_dirty(const struct tier_engine *e, const struct tier__obj *o,
@@ -831,45 +657,176 @@ static bool range_any_dirty(const struct tier_engine *e, const struct tier__obj 
 	return false;
 }
 
-/*
- * The cache pool timed out lately (an OSD is down): queueing more requests
- * behind op_timeout each would stack the waits.  A read base can serve
- * (no dirty byte in its range: base holds the same) goes there; anything
- * needing the cache copy fails at once with EIO, changing nothing, until
- * the window ends and a request tries the pool again.  Writes to cached
- * objects need the pool: the copy must be updated or removed before base
- * may change (a durable "stale" mark in base would lift that; not built).
- */
-static bool start_cache_down(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+/* What tier__decide may look at, for the piece x at the head of o's queue. */
+static void fill_state(struct tier_engine *e, const struct tier__obj *o,
+		       const struct tier__ext *x, struct tier__dstate *s)
 {
-	if (x->type == TIER_REQ_READ && !range_any_dirty(e, o, x->off, x->len)) {
-		x->nocache = 1;
-		start_read(e, o, x);
-		return true;
+	bool cache_hint = x->type == TIER_REQ_CACHE;
+
+	memset(s, 0, sizeof(*s));
+	s->type = x->type;
+	s->whole = x->off == 0 && x->len == o->len;
+	s->nocache = x->nocache;
+	s->tries = x->tries;
+	s->state = o->state;
+	s->flags = o->flags;
+	s->nrun = o->nrun;
+	s->nproxy = o->nproxy;
+	s->extents = o->bits != NULL;
+	if (o->bits && !cache_hint) {
+		s->all_valid = range_all_valid(e, o, x->off, x->len);
+		s->any_valid = range_any_valid(e, o, x->off, x->len);
 	}
+	s->bitmaps = e->nwords != 0;
+	s->degraded = tier__degraded(e);
+	s->cache_down = tier__cache_down(e);
+	if (s->cache_down && !cache_hint)
+		s->any_dirty = range_any_dirty(e, o, x->off, x->len);
+	if (s->whole && o->state == TIER__DIRTY)
+		s->clean_extents = any_clean_valid(e, o);
+	if (cache_hint)
+		s->full_less_own = tier__full_ratio_less(e, x->resv, x->resv_obj);
+	else
+		s->full = tier__full_ratio(e);
+	/* admission looks at these for misses only (before the access is recorded) */
+	if (o->state == TIER__ABSENT && !cache_hint) {
+		unsigned n = (unsigned)(x->type == TIER_REQ_READ ? e->p.min_read_recency_for_promote :
+						      e->p.min_write_recency_for_promote);
+
+		s->recent = !(x->seen & 1) && x->req && tier__hitsets_recent(e->hs, o->key, n);
+		s->hint = !s->recent && e->pol->ops->admit && e->pol->ops->admit(e->pol, o->key);
+	}
+}
+
+static const char *const type_names[] = { "read", "write", "trim", "zero", "flush", "cache" };
+
+static void trace_route(struct tier_engine *e, const struct tier__obj *o,
+			const struct tier__ext *x, const struct tier__decision *d)
+{
+	char oid[TIER_OID_MAX];
+
+	tier__oid(x->img, TIER__KEY_OBJNO(o->key), oid);
+	tier__log(e, TIER_LOG_DEBUG, "%s %s +%u len %u: %s (%s)",
+		  x->type < sizeof(type_names) / sizeof(type_names[0]) ? type_names[x->type] : "?",
+		  oid, x->off, x->len, tier__route_name(d->route), d->why);
+}
+
+/* Complete the piece at the head without store I/O (DONE, FAIL, a failed flush-first). */
+static void finish_now(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x, int err)
+{
 	q_pop(o, x);
 	if (x->type == TIER_REQ_CACHE && !x->req)
 		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
-	tier__ext_finish(e, x, x->type == TIER_REQ_CACHE ? 0 : -EIO);
-	return true;
+	tier__ext_finish(e, x, err);
 }
 
+static void proxy_now(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	q_pop(o, x);
+	start_proxy_write(e, o, x);
+}
+
+/*
+ * Decide the route of the piece at the head of o's queue and start it.
+ * Returns false if it stays queued (WAIT), true if it left the queue.
+ */
 static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
-	if (o->flags & TIER__OF_EXCL)
-		return false;
-	if ((o->state != TIER__ABSENT || (o->flags & TIER__OF_STALE)) && tier__cache_down(e) &&
-	    !(o->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING)))
-		return start_cache_down(e, o, x);
-	switch (x->type) {
-	case TIER_REQ_READ:
-		start_read(e, o, x);
-		return true;
-	case TIER_REQ_CACHE:
-		return start_cache_hint(e, o, x);
-	default:
-		return start_write(e, o, x);
+	struct tier__dstate s;
+	struct tier__decision d;
+
+	fill_state(e, o, x, &s);
+	d = tier__decide(&e->p, &s);
+	/* promote.c's throttle guards base: an extent-mode admission copies nothing */
+	if (d.admitted &&
+	    !tier__promote_tokens(e, d.route == TIER__R_CACHE_WRITE ? 0 : o->len)) {
+		d.route = TIER__R_PROXY;
+		d.why = "miss admitted, promotion throttled";
 	}
+	if (e->debug)
+		trace_route(e, o, x, &d);
+	if (d.record)
+		record_access(e, o, x);
+	if (d.nocache)
+		x->nocache = 1;
+	if (d.count != TIER__C_NONE && !(x->seen & 2)) {
+		if (d.count == TIER__C_HIT)
+			e->st.write_hits++;
+		else
+			e->st.write_misses++;
+	}
+	if (d.count != TIER__C_NONE)
+		x->seen |= 2;
+
+	switch (d.route) {
+	case TIER__R_WAIT:
+		return false;
+	case TIER__R_DONE:
+		finish_now(e, o, x, 0);
+		return true;
+	case TIER__R_FAIL:
+		finish_now(e, o, x, -EIO);
+		return true;
+	case TIER__R_HIT:
+	case TIER__R_HIT_PARTIAL:
+	case TIER__R_EXTENT_MISS:
+		start_read(e, o, x, d.route);
+		return true;
+	case TIER__R_PROXY:
+	case TIER__R_PROXY_THEN_PROMOTE:
+		if (x->type == TIER_REQ_READ) {
+			start_read(e, o, x, d.route);
+			return true;
+		}
+		q_pop(o, x);
+		if (d.route == TIER__R_PROXY_THEN_PROMOTE)
+			/* never make the client wait on a 4 MiB copy: proxy now, promote after */
+			queue_promotion(e, o, x->img);
+		start_proxy_write(e, o, x);
+		return true;
+	case TIER__R_PROXY_NEW_EXTENTS:
+		q_pop(o, x);
+		x->step = XS_PROXY_NEW;
+		o->nproxy++;
+		start_proxy_write(e, o, x);
+		return true;
+	case TIER__R_CACHE_WRITE:
+		if (o->state == TIER__ABSENT && tier__obj_alloc_bits(e, o) < 0) {
+			proxy_now(e, o, x);   /* no memory for the bitmaps: base takes it */
+			return true;
+		}
+		start_cache_write(e, o, x);
+		return true;
+	case TIER__R_PROMOTE_WAIT:
+		tier__promote_start(e, x->img, o, NULL);
+		if (o->flags & TIER__OF_PROMOTING)
+			return false;
+		proxy_now(e, o, x);   /* it could not start */
+		return true;
+	case TIER__R_PROMOTE:
+		q_pop(o, x);
+		if (!x->req)
+			o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+		tier__resv_put(e, x);   /* promoting_bytes holds it from here */
+		tier__promote_start(e, x->img, o, x);
+		return true;
+	case TIER__R_FLUSH_FIRST:
+		if (tier__flush_start(e, x->img, o) < 0) {
+			finish_now(e, o, x, -EIO);   /* no safe order left */
+			return true;
+		}
+		x->tries++;
+		return false;
+	case TIER__R_DROP_THEN_PROXY:
+		start_drop(e, o, x, false);
+		return true;
+	case TIER__R_DROP_BASE_THEN_CACHE:
+		start_drop(e, o, x, true);
+		return true;
+	case TIER__R_COUNT:
+		break;
+	}
+	abort();   /* every route is handled above */
 }
 
 void tier__obj_kick(struct tier_engine *e, struct tier__obj *o)

@@ -301,8 +301,8 @@ void tier__ext_free(struct tier_engine *e, struct tier__ext *x);
 void tier__ext_pool_fini(struct tier_engine *e);
 
 /* promote.c */
-bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint64_t bytes,
-		 bool recent);
+/* The throttle: take an admitted promotion's tokens (bytes 0: copies nothing, free). */
+bool tier__promote_tokens(struct tier_engine *e, uint64_t bytes);
 void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
 			 struct tier__ext *waiter);
 void tier__tokens_refill(struct tier_engine *e);

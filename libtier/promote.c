@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtier/promote.c - admission (should this miss be promoted?) and the
- * promotion job itself.  Admission applies, in order: the cache mode, a
- * degraded cache pool, the cache being over 100% of target, Ceph's recency
- * rule (evaluated by the caller before it records the access) or else the
- * eviction policy's admission hint, and the token-bucket throttles.  "Over
- * target" counts cached bytes, promotions in flight and reservations (queued
+ * libtier/promote.c - the promotion throttle and the promotion job itself.
+ * Whether a miss is admitted is decide.c's (tier__decide_admit: the cache
+ * mode, a degraded pool, the cache over 100% of target, Ceph's recency rule
+ * or the eviction policy's hint); an admitted promotion must then pass the
+ * token buckets here (promote_max_bytes_sec / promote_max_objects_sec),
+ * which guard the base pool.  "Over target" counts cached bytes, promotions in flight and reservations (queued
  * promotions, new extents being written), so admissions racing each other
  * cannot all see the same room: the cache passes its target by at most one
  * admission, i.e. one object (object mode) or one write's extents.  A
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libtier/decide.h"
 #include "libtier/engine_int.h"
 
 void tier__tokens_refill(struct tier_engine *e)
@@ -72,32 +73,18 @@ void tier__resv_put(struct tier_engine *e, struct tier__ext *x)
 	x->resv_obj = 0;
 }
 
-bool tier__admit(struct tier_engine *e, struct tier__obj *o, bool is_write, uint64_t bytes,
-		 bool recent)
+bool tier__promote_tokens(struct tier_engine *e, uint64_t bytes)
 {
-	enum tier_cache_mode m = e->p.cache_mode;
-	struct tier__policy *pol = e->pol;
-
-	if (m == TIER_MODE_NONE || m == TIER_MODE_PROXY)
-		return false;
-	if ((m == TIER_MODE_READPROXY && !is_write) || (m == TIER_MODE_READONLY && is_write))
-		return false;
-	if (tier__degraded(e) || tier__full_ratio(e) >= 1.0)
-		return false;
-	/* a policy hint (S3-FIFO: recently evicted, in the ghost queue) counts as recent */
-	if (!recent && !(pol->ops->admit && pol->ops->admit(pol, o->key)))
-		return false;
-	if (!tokens_take(e, bytes)) {
-		e->st.promote_throttled++;
-		return false;
-	}
-	return true;
+	if (tokens_take(e, bytes))
+		return true;
+	e->st.promote_throttled++;
+	return false;
 }
 
 /* Steps of a promotion job. */
 enum { PROMOTE_BARRIER = 0, PROMOTE_READ, PROMOTE_WRITE };
 
-static int promote_read(struct tier__job *j);
+static void promote_read(struct tier__job *j);
 
 static void promote_done(struct tier__job *j, bool ok)
 {
@@ -133,8 +120,7 @@ static void promote_cb(struct tier_store_op *op)
 		if (e->rm_synced[1] < j->ops_gen[1])
 			e->rm_synced[1] = j->ops_gen[1];
 		j->step = PROMOTE_READ;
-		if (promote_read(j) < 0)
-			promote_done(j, false);
+		promote_read(j);
 		return;
 	}
 	if (j->step == PROMOTE_READ) {
@@ -166,8 +152,11 @@ static void promote_cb(struct tier_store_op *op)
 		op->version = 1;
 		op->cb = promote_cb;
 		op->priv = j;
-		if (ml < 0 || tier_store_submit(e->cache, op) < 0)
+		if (ml < 0) {
 			promote_done(j, false);
+			return;
+		}
+		tier__submit(e, e->cache, op);
 		return;
 	}
 	if (r < 0) {
@@ -188,54 +177,35 @@ static void promote_cb(struct tier_store_op *op)
 	promote_done(j, true);
 }
 
-static void promote_fail_start(struct tier__job *j)
+/* The base read of a promotion, in the order tier__decide_promote_read asks for. */
+static void promote_read(struct tier__job *j)
 {
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
-	struct tier__ext *waiter = j->waiter;
-
-	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
-	e->n_promoting--;
-	e->promoting_bytes -= o->len;
-	j->waiter = NULL;
-	tier__job_free(j);
-	e->st.promote_failed++;
-	if (waiter)
-		tier__ext_finish(e, waiter, 0);
-}
-
-/*
- * The copy will say "clean: base holds this", so what it copies must be
- * durable in base.  If base was written without FUA since its last sync,
- * the read syncs it too (F_FUA).  Removes are not synced by syncing an
- * object: with base removes not yet covered by a barrier, send one first
- * (or a cut could bring back a removed base object under a clean copy of
- * zeros).
- */
-static int promote_read(struct tier__job *j)
-{
-	struct tier_engine *e = j->e;
-	struct tier__obj *o = j->obj;
+	enum tier__promote_read how = tier__decide_promote_read(
+		j->step == PROMOTE_BARRIER && e->rm_gen[1] != e->rm_synced[1],
+		o->flags & TIER__OF_UNSYNC_B, o->nsync != 0);
 
 	memset(&j->op, 0, sizeof(j->op));
 	j->op.cb = promote_cb;
 	j->op.priv = j;
-	if (j->step == PROMOTE_BARRIER && e->rm_gen[1] != e->rm_synced[1]) {
+	if (how == TIER__PR_BARRIER_FIRST) {
 		j->ops_gen[1] = e->rm_gen[1];
 		j->op.opcode = TIER_STORE_REMOVE;
 		j->op.flags = TIER_STORE_F_FUA;
 		snprintf(j->op.oid, sizeof(j->op.oid), "tier.sync-barrier");
-		return tier_store_submit(e->base, &j->op);
+		tier__submit(e, e->base, &j->op);
+		return;
 	}
 	j->step = PROMOTE_READ;
 	j->op.opcode = TIER_STORE_READ;
-	if ((o->flags & TIER__OF_UNSYNC_B) || o->nsync)   /* or a sync still running */
+	if (how == TIER__PR_FUA)
 		j->op.flags = TIER_STORE_F_FUA;
 	tier__oid(j->img, TIER__KEY_OBJNO(o->key), j->op.oid);
 	j->op.buf = j->buf;
 	j->op.len = j->len;
 	j->t_base = tier__eng_now_ns(e);
-	return tier_store_submit(e->base, &j->op);
+	tier__submit(e, e->base, &j->op);
 }
 
 void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
@@ -256,6 +226,5 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 	j->waiter = waiter;
 	j->len = o->len;
 	j->step = PROMOTE_BARRIER;
-	if (promote_read(j) < 0)
-		promote_fail_start(j);
+	promote_read(j);
 }

@@ -23,7 +23,8 @@ extern "C" {
 	X(promotions) X(promote_bytes) X(promote_throttled) X(promote_failed)   \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \
 	X(evictions) X(evict_bytes) X(evict_failed)                             \
-	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)
+	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)             \
+	X(agent_skip_busy) X(agent_skip_hot) X(agent_skip_young)
 
 /* X(name): current values (gauges). */
 #define TIER_GAUGES(X)                                                          \

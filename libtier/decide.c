@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/decide.c - every decision of the engine, as pure functions: where
+ * each piece of a request goes (cache, base, a promotion, a drop, a wait),
+ * whether a miss is admitted, which objects the agent flushes or evicts and
+ * how many, and which durability ordering a cache write or a promotion
+ * needs.  It reads the parameters (cache_mode, promote_granularity,
+ * write_miss, recency, ages, ratios) and a snapshot the caller filled; it
+ * never touches a store, a counter or the object.  dispatch.c, promote.c,
+ * agent.c and flush.c carry the answers out.  tests/unit/test_decide.c
+ * checks the routes as a table.
+ */
+#include <math.h>
+#include <stddef.h>
+
+#include "libtier/decide.h"
+#include "libtier/engine_int.h"
+#include "tier/store.h"
+
+static const char *const route_names[TIER__R_COUNT] = {
+	[TIER__R_WAIT] = "wait",
+	[TIER__R_DONE] = "done",
+	[TIER__R_FAIL] = "fail",
+	[TIER__R_HIT] = "hit",
+	[TIER__R_HIT_PARTIAL] = "hit-partial",
+	[TIER__R_EXTENT_MISS] = "extent-miss",
+	[TIER__R_PROXY] = "proxy",
+	[TIER__R_PROXY_THEN_PROMOTE] = "proxy-then-promote",
+	[TIER__R_PROXY_NEW_EXTENTS] = "proxy-new-extents",
+	[TIER__R_CACHE_WRITE] = "cache-write",
+	[TIER__R_PROMOTE_WAIT] = "promote-wait",
+	[TIER__R_PROMOTE] = "promote",
+	[TIER__R_FLUSH_FIRST] = "flush-first",
+	[TIER__R_DROP_THEN_PROXY] = "drop-then-proxy",
+	[TIER__R_DROP_BASE_THEN_CACHE] = "drop-base-then-cache",
+};
+
+const char *tier__route_name(enum tier__route r)
+{
+	return (unsigned)r < TIER__R_COUNT ? route_names[r] : "?";
+}
+
+static struct tier__decision go(enum tier__route r, const char *why)
+{
+	return (struct tier__decision){ .route = r, .why = why };
+}
+
+/*
+ * Admission of a miss, in Ceph's order: the cache mode (writeback admits
+ * both, readproxy only writes, readonly only reads, proxy and none
+ * nothing), a degraded cache pool, the cache over 100% of its target
+ * (admitted bytes included), then Ceph's recency rule or else the eviction
+ * policy's hint.  The token buckets come after (promote.c).
+ */
+bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write)
+{
+	enum tier_cache_mode m = p->cache_mode;
+
+	if (m == TIER_MODE_NONE || m == TIER_MODE_PROXY)
+		return false;
+	if ((m == TIER_MODE_READPROXY && !is_write) || (m == TIER_MODE_READONLY && is_write))
+		return false;
+	if (s->degraded || s->full >= 1.0)
+		return false;
+	return s->recent || s->hint;
+}
+
+/*
+ * Reads never wait (but behind an exclusive op).  A cached copy that is not
+ * being evicted serves what it holds: all of the piece (HIT), some of it
+ * and base the rest (HIT_PARTIAL), or none, base reads only (EXTENT_MISS).
+ * Otherwise base serves it (PROXY), and an admitted miss of an ABSENT
+ * object with no promotion queued or running queues one behind it.
+ */
+static struct tier__decision decide_read(const struct tier_params *p,
+					 const struct tier__dstate *s)
+{
+	bool cached = s->state != TIER__ABSENT && !(s->flags & TIER__OF_EVICTING) && !s->nocache;
+	struct tier__decision d;
+
+	if (cached) {
+		if (!s->extents || s->all_valid)
+			d = go(TIER__R_HIT, "the copy holds the piece");
+		else if (s->any_valid)
+			d = go(TIER__R_HIT_PARTIAL, "the copy holds part of the piece");
+		else
+			d = go(TIER__R_EXTENT_MISS, "the copy holds none of the piece");
+	} else if (s->state == TIER__ABSENT &&
+		   !(s->flags & (TIER__OF_PQUEUED | TIER__OF_PROMOTING)) &&
+		   tier__decide_admit(p, s, false)) {
+		d = go(TIER__R_PROXY_THEN_PROMOTE, "miss admitted");
+		d.admitted = true;
+	} else {
+		d = go(TIER__R_PROXY, s->state == TIER__ABSENT ? "miss not admitted" :
+		       s->nocache ? "cache path failed" : "the copy is being evicted");
+	}
+	d.record = true;
+	return d;
+}
+
+/*
+ * A write whose cache path failed, of a STALE object, or of a CLEAN copy in
+ * readonly mode: base takes it, after the copy is made harmless.  With no
+ * copy, straight to base; a DIRTY copy is flushed first (twice at most,
+ * then EIO: no safe order is left); a CLEAN one (or a STALE leftover) is
+ * removed durably before base changes.
+ */
+static struct tier__decision decide_nocache_write(const struct tier__dstate *s)
+{
+	struct tier__decision d;
+
+	if (s->state == TIER__ABSENT && !(s->flags & TIER__OF_STALE))
+		d = go(TIER__R_PROXY, "no copy: base only");
+	else if (s->nrun || (s->flags & TIER__OF_FLUSHING))
+		d = go(TIER__R_WAIT, "base only: waits for ops on the copy");
+	else if (s->state == TIER__DIRTY)
+		d = s->tries >= 2 ? go(TIER__R_FAIL, "base only: two flushes failed") :
+				    go(TIER__R_FLUSH_FIRST, "base only: the copy is dirty");
+	else
+		d = go(TIER__R_DROP_THEN_PROXY, "base only: drop the copy first");
+	d.nocache = true;
+	d.record = true;
+	return d;
+}
+
+/*
+ * A whole-object TRIM or WRITE_ZEROES of a cached copy, in an order no power
+ * cut can turn into a block changing without a write (docs/DURABILITY.md):
+ * CLEAN drops the copy, then base; DIRTY drops base, then the copy; DIRTY
+ * with clean extents is flushed first (EIO after two failures).
+ */
+static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
+{
+	if (s->flags & TIER__OF_FLUSHING)
+		return go(TIER__R_WAIT, "whole-object drop: waits for the flush");
+	if (s->state == TIER__CLEAN)
+		return go(TIER__R_DROP_THEN_PROXY, "whole-object drop of a clean copy");
+	if (s->clean_extents)
+		return s->tries >= 2 ? go(TIER__R_FAIL, "whole-object drop: two flushes failed") :
+				       go(TIER__R_FLUSH_FIRST, "whole-object drop: clean extents");
+	return go(TIER__R_DROP_BASE_THEN_CACHE, "whole-object drop of a dirty copy");
+}
+
+/*
+ * Writes, trims and zeroes.  They wait behind a promotion or an eviction.
+ * Over target in extent mode, a write touching only extents the copy lacks
+ * goes to base (base is authoritative for those).  A cached copy takes the
+ * write once shared ops are done (an overwrite of extents it holds need not
+ * wait for proxied new-extent writes).  A miss that is admitted: extent
+ * granularity writes just the client's extents into a new copy; object
+ * granularity with write_miss = proxy proxies now and promotes after,
+ * with write_miss = promote copies the object first and then hits.
+ */
+static struct tier__decision decide_write(const struct tier_params *p,
+					  const struct tier__dstate *s)
+{
+	struct tier__decision d;
+
+	if (s->flags & (TIER__OF_PROMOTING | TIER__OF_EVICTING))
+		return go(TIER__R_WAIT, "waits for a promotion or an eviction");
+	if (s->nocache || (s->flags & TIER__OF_STALE) ||
+	    (s->state == TIER__CLEAN && p->cache_mode == TIER_MODE_READONLY))
+		return decide_nocache_write(s);
+	if (s->state != TIER__ABSENT && s->extents && !s->whole && s->full >= 1.0 &&
+	    !s->any_valid) {
+		d = go(TIER__R_PROXY_NEW_EXTENTS, "over target: only extents the copy lacks");
+		d.count = TIER__C_MISS;
+	} else if (s->state != TIER__ABSENT) {
+		if (s->nrun && !(s->nrun == s->nproxy && !s->whole && s->all_valid)) {
+			d = go(TIER__R_WAIT, "cache write waits for shared ops");
+		} else {
+			d = s->type != TIER_REQ_WRITE && s->whole ? decide_whole_drop(s) :
+				go(TIER__R_CACHE_WRITE, "the object is cached");
+			d.count = TIER__C_HIT;
+		}
+	} else {
+		bool extent = p->promote_granularity == TIER_GRAN_EXTENT && s->bitmaps;
+
+		d = go(TIER__R_PROXY, "miss not admitted");
+		d.count = TIER__C_MISS;
+		if (s->type != TIER_REQ_WRITE)
+			d.why = "trim or zero miss";
+		else if (s->nrun)
+			d.why = "miss: ops on base run";
+		else if (!extent && p->write_miss == TIER_WMISS_PROXY &&
+			 (s->flags & TIER__OF_PQUEUED))
+			d.why = "miss: a promotion is queued";
+		else if (tier__decide_admit(p, s, true)) {
+			d.admitted = true;
+			if (extent) {
+				d.route = TIER__R_CACHE_WRITE;
+				d.why = "miss admitted: new extents";
+			} else if (p->write_miss == TIER_WMISS_PROXY) {
+				d.route = TIER__R_PROXY_THEN_PROMOTE;
+				d.why = "miss admitted: proxy now, promote after";
+			} else {
+				d.route = TIER__R_PROMOTE_WAIT;
+				d.why = "miss admitted: promote first";
+			}
+		}
+	}
+	d.record = true;
+	return d;
+}
+
+/*
+ * CACHE hints (NBD_CMD_CACHE, admin promote, queued promotions): done if
+ * the object is cached, being promoted or STALE, if the mode is none, the
+ * pool degraded or the cache full (less the hint's own reservation);
+ * otherwise they wait for shared ops and evictions, then promote.
+ */
+static struct tier__decision decide_hint(const struct tier_params *p,
+					 const struct tier__dstate *s)
+{
+	if (s->state != TIER__ABSENT || (s->flags & (TIER__OF_PROMOTING | TIER__OF_STALE)))
+		return go(TIER__R_DONE, "cached or being promoted");
+	if (p->cache_mode == TIER_MODE_NONE || s->degraded || s->full_less_own >= 1.0)
+		return go(TIER__R_DONE, "mode none, degraded or full");
+	if (s->nrun || (s->flags & TIER__OF_EVICTING))
+		return go(TIER__R_WAIT, "promotion waits for shared ops");
+	return go(TIER__R_PROMOTE, "hint");
+}
+
+/*
+ * First, for every type: nothing starts beside an exclusive op.  While the
+ * cache pool is down (ops timed out lately), a piece that would need the
+ * copy (the object is cached or STALE, no job runs on it) does not queue
+ * behind op_timeout: a read with no dirty byte goes to base, which holds
+ * the same; a hint is done; anything else fails with EIO at once.
+ */
+struct tier__decision tier__decide(const struct tier_params *p, const struct tier__dstate *s)
+{
+	struct tier__decision d;
+
+	if (s->flags & TIER__OF_EXCL)
+		return go(TIER__R_WAIT, "an exclusive op runs");
+	if ((s->state != TIER__ABSENT || (s->flags & TIER__OF_STALE)) && s->cache_down &&
+	    !(s->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING))) {
+		if (s->type == TIER_REQ_READ && !s->any_dirty) {
+			struct tier__dstate b = *s;
+
+			b.nocache = true;
+			d = decide_read(p, &b);
+			d.nocache = true;
+			d.why = "cache pool down: base holds the piece";
+			return d;
+		}
+		return s->type == TIER_REQ_CACHE ? go(TIER__R_DONE, "cache pool down") :
+						   go(TIER__R_FAIL, "cache pool down");
+	}
+	switch (s->type) {
+	case TIER_REQ_READ:
+		return decide_read(p, s);
+	case TIER_REQ_CACHE:
+		return decide_hint(p, s);
+	default:
+		return decide_write(p, s);
+	}
+}
+
+/* ---- the agent ---- */
+
+static const char *const skip_names[TIER__SKIP_COUNT] = {
+	[TIER__SKIP_NONE] = "taken",
+	[TIER__SKIP_STATE] = "state",
+	[TIER__SKIP_IMAGE] = "image",
+	[TIER__SKIP_BUSY] = "busy",
+	[TIER__SKIP_HOT] = "hot",
+	[TIER__SKIP_YOUNG] = "young",
+};
+
+const char *tier__skip_name(enum tier__skip s)
+{
+	return (unsigned)s < TIER__SKIP_COUNT ? skip_names[s] : "?";
+}
+
+/*
+ * Flush a DIRTY object of an open image with no other job on it, not
+ * cooling off after a flush it overlapped, older than cache_min_flush_age
+ * (unless full or draining).  A cache write in flight is fine: the flush
+ * snapshots once it lands.
+ */
+enum tier__skip tier__decide_flush(const struct tier_params *p, const struct tier__agent_view *v)
+{
+	if (v->state != TIER__DIRTY)
+		return TIER__SKIP_STATE;
+	if (!v->image_ok)
+		return TIER__SKIP_IMAGE;
+	if (v->flags & (TIER__OF_FLUSHING | TIER__OF_PROMOTING | TIER__OF_EVICTING))
+		return TIER__SKIP_BUSY;
+	if (v->flags & TIER__OF_HOT)
+		return TIER__SKIP_HOT;
+	if (!v->ignore_age && v->age_ms < p->cache_min_flush_age)
+		return TIER__SKIP_YOUNG;
+	return TIER__SKIP_NONE;
+}
+
+/*
+ * Evict a CLEAN object of an open image with nothing queued or running on
+ * it and a known store version (the REMOVE is guarded by it), older than
+ * cache_min_evict_age (unless full or draining).
+ */
+enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tier__agent_view *v)
+{
+	if (v->state != TIER__CLEAN)
+		return TIER__SKIP_STATE;
+	if (!v->image_ok)
+		return TIER__SKIP_IMAGE;
+	if (v->busy || (v->flags & TIER__OF_VUNK))
+		return TIER__SKIP_BUSY;
+	if (!v->ignore_age && v->age_ms < p->cache_min_evict_age)
+		return TIER__SKIP_YOUNG;
+	return TIER__SKIP_NONE;
+}
+
+#define AGENT_SLOP 0.02   /* hysteresis, in ratio units */
+
+struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__modes cur,
+				      double dr, double fr, bool any_dirty, bool any_cached)
+{
+	double hi = p->cache_target_dirty_high_ratio, lo = p->cache_target_dirty_ratio;
+	double ft = p->cache_target_full_ratio;
+	struct tier__modes m = { 0 };
+
+	if (dr > hi || (cur.flush == TIER_FLUSH_HIGH && dr > hi - AGENT_SLOP && dr > 0))
+		m.flush = TIER_FLUSH_HIGH;
+	else if (dr > lo || (cur.flush != TIER_FLUSH_IDLE && dr > lo - AGENT_SLOP && dr > 0))
+		m.flush = TIER_FLUSH_LOW;
+	else
+		m.flush = TIER_FLUSH_IDLE;
+
+	if (fr > 1.0 || (cur.evict == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
+		m.evict = TIER_EVICT_FULL;
+	else if (fr > ft || (cur.evict != TIER_EVICT_IDLE && fr > ft - AGENT_SLOP && fr > 0))
+		m.evict = TIER_EVICT_SOME;
+	else
+		m.evict = TIER_EVICT_IDLE;
+
+	if (p->cache_mode == TIER_MODE_NONE) {
+		/* pass-through: drain whatever the cache still holds */
+		m.flush = any_dirty ? TIER_FLUSH_HIGH : TIER_FLUSH_IDLE;
+		m.evict = any_cached ? TIER_EVICT_FULL : TIER_EVICT_IDLE;
+	}
+	if (m.evict == TIER_EVICT_FULL) {
+		m.effort_pct = 100;
+	} else if (m.evict == TIER_EVICT_SOME) {
+		double eff = ft < 1.0 ? (fr - ft) / (1.0 - ft) : 1.0;
+		if (eff < 0.1)
+			eff = 0.1;
+		if (eff > 1.0)
+			eff = 1.0;
+		m.effort_pct = (unsigned)lround(eff * 100.0);
+	}
+	return m;
+}
+
+/*
+ * Flushes in flight: agent_max_low_ops in low mode, agent_max_ops in high
+ * mode, a drain or a full cache of dirty objects (flushing is what makes
+ * room); halved (high) or one (low) while base latency is over twice its
+ * floor, so client I/O on base is not starved.
+ */
+uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tier__budget_in *b)
+{
+	uint64_t n;
+
+	if (b->drain_flush || b->drain_evict)
+		return p->agent_max_ops;
+	switch (b->m.flush) {
+	case TIER_FLUSH_LOW: n = p->agent_max_low_ops; break;
+	case TIER_FLUSH_HIGH: n = p->agent_max_ops; break;
+	default: n = 0;
+	}
+	if (b->m.evict == TIER_EVICT_FULL && n < p->agent_max_ops && b->any_dirty)
+		n = p->agent_max_ops;
+	if (n > 1 && b->m.evict != TIER_EVICT_FULL && b->base_lat_floor > 0 &&
+	    b->base_lat_ewma > 2.0 * b->base_lat_floor)
+		n = b->m.flush == TIER_FLUSH_HIGH ? n / 2 : 1;
+	return n;
+}
+
+/* Evictions in flight: all of agent_max_ops when full or draining, its effort share when some. */
+uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tier__budget_in *b)
+{
+	if (b->drain_evict || b->m.evict == TIER_EVICT_FULL)
+		return p->agent_max_ops;
+	if (b->m.evict == TIER_EVICT_SOME) {
+		uint64_t n = (uint64_t)ceil((double)p->agent_max_ops * b->m.effort_pct / 100.0);
+		return n ? n : 1;
+	}
+	return 0;
+}
+
+/* ---- durability ordering ---- */
+
+/*
+ * A cache write always carries its meta.  A new copy is created with
+ * F_EXCL (never over an object the engine does not know).  Making extents
+ * valid (a new copy, new extents, fills) needs F_ORDERED: their data must
+ * be durable before a meta that calls them valid.  (Overwriting extents
+ * the store holds as clean also needs the dirty mark durable first: the
+ * caller passes it as pre_meta, which the store always makes durable.)
+ */
+uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool fua)
+{
+	return TIER_STORE_F_META | (fua ? TIER_STORE_F_FUA : 0) |
+	       (creating ? TIER_STORE_F_EXCL : 0) | (new_valid ? TIER_STORE_F_ORDERED : 0);
+}
+
+/*
+ * A promotion's copy will say "clean: base holds this", so what it reads
+ * must be durable in base: removes of base objects not yet covered by a
+ * barrier get one first (a cut could bring a removed object back under a
+ * clean copy of zeros), and base writes not yet synced (or a sync still
+ * running) make the read a FUA read, which syncs the object.
+ */
+enum tier__promote_read tier__decide_promote_read(bool base_removes_unsynced,
+						  bool base_unsynced, bool sync_running)
+{
+	if (base_removes_unsynced)
+		return TIER__PR_BARRIER_FIRST;
+	return base_unsynced || sync_running ? TIER__PR_FUA : TIER__PR_PLAIN;
+}

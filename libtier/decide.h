@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/decide.h (internal) - every routing and agent decision of the
+ * engine as a pure function of what it may look at: the parameters, a
+ * snapshot of the object and the request piece, the engine's fullness and
+ * health.  No store calls, no counters, no side effects: dispatch.c fills a
+ * struct tier__dstate, asks, and carries out the named route; the agent
+ * asks whether an object is worth flushing or evicting.  The routing rules
+ * are documented once, in decide.c, and tested as a table
+ * (tests/unit/test_decide.c).
+ */
+#ifndef TIER_DECIDE_H
+#define TIER_DECIDE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tier/params.h"
+
+/* What happens to one per-object piece of a request when it reaches the head of its queue. */
+enum tier__route {
+	TIER__R_WAIT = 0,             /* stays at the head until an op it must follow ends */
+	TIER__R_DONE,                 /* nothing to do: complete with success */
+	TIER__R_FAIL,                 /* complete with EIO, changing nothing */
+	TIER__R_HIT,                  /* read the piece from the cache copy */
+	TIER__R_HIT_PARTIAL,          /* read the cache copy, then base for extents it lacks */
+	TIER__R_EXTENT_MISS,          /* cached object, none of the piece: base reads only */
+	TIER__R_PROXY,                /* the op goes to base; the cache is untouched */
+	TIER__R_PROXY_THEN_PROMOTE,   /* the op goes to base; a promotion queues behind it */
+	TIER__R_PROXY_NEW_EXTENTS,    /* over target, extent mode: write extents the cache lacks to base */
+	TIER__R_CACHE_WRITE,          /* write or zero the cache copy (extent mode: may create it) */
+	TIER__R_PROMOTE_WAIT,         /* promote the object; the write waits for it, then hits */
+	TIER__R_PROMOTE,              /* cache hint: promote the object now */
+	TIER__R_FLUSH_FIRST,          /* flush the dirty copy, then decide again */
+	TIER__R_DROP_THEN_PROXY,      /* remove the cache copy durably, then the op goes to base */
+	TIER__R_DROP_BASE_THEN_CACHE, /* whole-object trim of a dirty copy: base, then the copy */
+	TIER__R_COUNT
+};
+
+/* Which hit/miss counter a write's route counts for (once per piece). */
+enum tier__count { TIER__C_NONE = 0, TIER__C_HIT, TIER__C_MISS };
+
+/* What a routing decision may look at: filled by dispatch.c (fill_state). */
+struct tier__dstate {
+	/* the piece */
+	int type;              /* enum tier_req_type */
+	bool whole;            /* covers the whole object */
+	bool nocache;          /* its cache path failed before: base only */
+	uint8_t tries;         /* flushes it started already */
+	/* the object */
+	uint8_t state;         /* TIER__ABSENT / CLEAN / DIRTY */
+	uint16_t flags;        /* TIER__OF_* */
+	uint16_t nrun, nproxy; /* shared ops running; of them, proxied new-extent writes */
+	bool extents;          /* the copy has bitmaps (extent mode) */
+	bool all_valid;        /* every extent of the piece is in the copy */
+	bool any_valid;        /* some extent of the piece is */
+	bool any_dirty;        /* some byte of the piece is dirty in the copy */
+	bool clean_extents;    /* the copy holds valid extents that are clean */
+	/* the engine */
+	bool bitmaps;          /* the engine keeps extent bitmaps (extent_size set) */
+	bool degraded;         /* a cache pool error lately: no new admissions */
+	bool cache_down;       /* cache ops timed out lately: fail fast */
+	double full;           /* full ratio, admitted bytes included */
+	double full_less_own;  /* hints: the full ratio less their own reservation */
+	/* admission */
+	bool recent;           /* Ceph's recency rule held before this access */
+	bool hint;             /* the eviction policy would admit it (S3-FIFO ghost) */
+};
+
+struct tier__decision {
+	enum tier__route route;
+	bool record;           /* the access counts now (hitsets, eviction policy) */
+	bool nocache;          /* from now on the piece goes to base only (sticky) */
+	bool admitted;         /* the route promotes: promote.c's throttle may veto it */
+	enum tier__count count;
+	const char *why;       /* one phrase, for the debug trace */
+};
+
+const char *tier__route_name(enum tier__route r);
+
+/* Route one piece (any request type).  @p the engine's parameters. */
+struct tier__decision tier__decide(const struct tier_params *p, const struct tier__dstate *s);
+
+/* Would a miss be admitted (before the throttle)?  Part of tier__decide. */
+bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write);
+
+/* ---- the agent ---- */
+
+/* Why the agent passes over an object it was offered (coldest first). */
+enum tier__skip {
+	TIER__SKIP_NONE = 0,   /* take it */
+	TIER__SKIP_STATE,      /* not DIRTY (flush) / not CLEAN (evict), or gone */
+	TIER__SKIP_IMAGE,      /* its image is closed, or not the one being drained */
+	TIER__SKIP_BUSY,       /* a job or an op runs on it, or its version is unknown */
+	TIER__SKIP_HOT,        /* written during its last flush: cooling off */
+	TIER__SKIP_YOUNG,      /* younger than cache_min_flush_age / cache_min_evict_age */
+	TIER__SKIP_COUNT
+};
+
+struct tier__agent_view {
+	uint8_t state;
+	uint16_t flags;
+	bool busy;             /* tier__obj_busy: queued or running ops, jobs */
+	bool image_ok;         /* open, and the drain target if there is one */
+	bool ignore_age;       /* full mode or an admin drain */
+	uint64_t age_ms;       /* since the last write or promotion */
+};
+
+const char *tier__skip_name(enum tier__skip s);
+enum tier__skip tier__decide_flush(const struct tier_params *p, const struct tier__agent_view *v);
+enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tier__agent_view *v);
+
+/*
+ * The agent's modes from the ratios, with hysteresis against the current
+ * ones: flush idle/low/high from the dirty ratio, evict idle/some/full from
+ * the full ratio, and the evict effort in percent.  cache_mode none drains.
+ */
+struct tier__modes { int flush, evict; unsigned effort_pct; };
+struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__modes cur,
+				      double dirty_ratio, double full_ratio, bool any_dirty,
+				      bool any_cached);
+
+/* How many flushes / evictions the agent may have in flight. */
+struct tier__budget_in {
+	struct tier__modes m;
+	bool drain_flush, drain_evict;  /* an admin flush / evict runs */
+	bool any_dirty;
+	double base_lat_ewma, base_lat_floor;
+};
+uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tier__budget_in *b);
+uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tier__budget_in *b);
+
+/* ---- durability ordering (docs/DURABILITY.md) ---- */
+
+/*
+ * The store flags of a cache write: creating (the copy is ABSENT),
+ * clean_over (it overwrites extents the store holds as clean: pre_meta),
+ * new_valid (it makes extents valid: F_ORDERED), fua (the client asked).
+ */
+uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool fua);
+
+/* How a promotion reads base, given what base may not hold durably yet. */
+enum tier__promote_read { TIER__PR_PLAIN = 0, TIER__PR_FUA, TIER__PR_BARRIER_FIRST };
+enum tier__promote_read tier__decide_promote_read(bool base_removes_unsynced,
+						  bool base_unsynced, bool sync_running);
+
+#endif

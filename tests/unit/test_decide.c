@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_decide.c - the routing rules of libtier/decide.c as a
+ * table, without stores: each row is a request type, the parameters that
+ * route (cache_mode, promote_granularity, write_miss), the request's
+ * recency, the cache's fullness and health, and the object's state, with
+ * the route it must take.  A sweep over the whole cross product then checks
+ * the rules no row may break (what none, proxy, degraded and full mean, no
+ * cache write in readonly mode, ...).  The agent's choices, modes and
+ * budgets and the durability choices are tested below the routes.
+ */
+#undef NDEBUG
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "libtier/decide.h"
+#include "libtier/engine_int.h"
+#include "libtier/hash.h"
+#include "tier/params.h"
+#include "tier/store.h"
+
+enum { R = TIER_REQ_READ, W = TIER_REQ_WRITE, T = TIER_REQ_TRIM, Z = TIER_REQ_WRITE_ZEROES,
+       C = TIER_REQ_CACHE };
+enum { A = TIER__ABSENT, CL = TIER__CLEAN, D = TIER__DIRTY };
+enum { WB = TIER_MODE_WRITEBACK, RP = TIER_MODE_READPROXY, PX = TIER_MODE_PROXY,
+       RO = TIER_MODE_READONLY, NO = TIER_MODE_NONE };
+enum { OBJ = TIER_GRAN_OBJECT, EXT = TIER_GRAN_EXTENT };
+enum { WPX = TIER_WMISS_PROXY, WPR = TIER_WMISS_PROMOTE };
+
+/* Piece / object details a row can set (bits). */
+enum {
+	X_WHOLE = 1 << 0,      /* the piece covers the object */
+	X_BITS = 1 << 1,       /* the copy has bitmaps */
+	X_ALL = 1 << 2,        /* every extent of the piece is valid */
+	X_ANY = 1 << 3,        /* some extent of the piece is valid */
+	X_DIRTYR = 1 << 4,     /* some byte of the piece is dirty */
+	X_CLEANX = 1 << 5,     /* the copy has clean valid extents */
+	X_NOCACHE = 1 << 6,    /* the cache path failed before */
+	X_TRIED2 = 1 << 7,     /* two flushes started already */
+	X_RUN = 1 << 8,        /* a shared op runs */
+	X_RUNPROXY = 1 << 9,   /* ...and it is a proxied new-extent write */
+	X_DOWN = 1 << 10,      /* the cache pool timed out lately */
+	X_HINT = 1 << 11,      /* the eviction policy would admit it */
+};
+
+struct row {
+	int line;
+	int type, mode, gran, wmiss;
+	bool recent, full, degraded;
+	int state;
+	unsigned flags;        /* TIER__OF_* */
+	unsigned x;            /* X_* */
+	enum tier__route want;
+	enum tier__count count;
+};
+
+#define ROW(...) { __LINE__, __VA_ARGS__ }
+#define NONE TIER__C_NONE
+#define HIT TIER__C_HIT
+#define MISS TIER__C_MISS
+
+static const struct row rows[] = {
+	/* ---- reads ---- */
+	/* type mode gran wmiss recent full degr state flags x -> route */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_HIT, NONE),
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_HIT, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ALL | X_ANY, TIER__R_HIT, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ANY, TIER__R_HIT_PARTIAL, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_EXTENT_MISS, NONE),
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* not recent */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	ROW(R, WB, OBJ, WPX, 1, 1, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* full */
+	ROW(R, WB, OBJ, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, NONE),           /* degraded */
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PQUEUED, 0, TIER__R_PROXY, NONE),
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PROMOTING, 0, TIER__R_PROXY, NONE),
+	ROW(R, RP, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* readproxy */
+	ROW(R, RO, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	ROW(R, PX, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),
+	ROW(R, NO, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),
+	ROW(R, NO, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_HIT, NONE),           /* none drains, still serves */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, TIER__OF_EVICTING, 0, TIER__R_PROXY, NONE),
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_NOCACHE, TIER__R_PROXY, NONE),
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, TIER__OF_EXCL, 0, TIER__R_WAIT, NONE),
+	/* cache pool down: base serves what it holds, the rest fails at once */
+	ROW(R, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_PROXY, NONE),
+	ROW(R, WB, OBJ, WPX, 0, 0, 1, D, 0, X_DOWN | X_DIRTYR, TIER__R_FAIL, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 1, D, 0, X_DOWN | X_BITS | X_ANY, TIER__R_PROXY, NONE),
+	ROW(R, WB, OBJ, WPX, 0, 0, 1, D, TIER__OF_FLUSHING, X_DOWN | X_DIRTYR, TIER__R_HIT, NONE),
+	ROW(R, WB, OBJ, WPX, 1, 0, 1, A, 0, X_DOWN, TIER__R_PROXY, NONE),     /* ABSENT: not its business */
+
+	/* ---- writes: hits ---- */
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, OBJ, WPX, 0, 1, 1, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* full, degraded: still a hit */
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, X_RUN, TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ALL | X_ANY | X_RUN | X_RUNPROXY,
+	    TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ANY | X_RUN | X_RUNPROXY, TIER__R_WAIT, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_PROMOTING, 0, TIER__R_WAIT, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, CL, TIER__OF_EVICTING, 0, TIER__R_WAIT, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_EXCL, 0, TIER__R_WAIT, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_FLUSHING, 0, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, NO, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* none: drains by flushing */
+	ROW(W, PX, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, RP, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
+	/* over target, extent mode: extents the copy lacks go to base */
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS, TIER__R_PROXY_NEW_EXTENTS, MISS),
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_ANY, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_WHOLE, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_CACHE_WRITE, HIT),
+
+	/* ---- writes: readonly mode, STALE, a failed cache path ---- */
+	ROW(W, RO, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_DROP_THEN_PROXY, NONE),
+	ROW(W, RO, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* dirty from before */
+	ROW(W, RO, OBJ, WPX, 0, 0, 0, CL, 0, X_RUN, TIER__R_WAIT, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, A, TIER__OF_STALE, 0, TIER__R_DROP_THEN_PROXY, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, A, 0, X_NOCACHE, TIER__R_PROXY, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_NOCACHE, TIER__R_DROP_THEN_PROXY, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, X_NOCACHE, TIER__R_FLUSH_FIRST, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, X_NOCACHE | X_TRIED2, TIER__R_FAIL, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_FLUSHING, X_NOCACHE, TIER__R_WAIT, NONE),
+	/* cache pool down: a write to a cached object fails at once */
+	ROW(W, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_FAIL, NONE),
+	ROW(W, WB, OBJ, WPX, 0, 0, 1, A, 0, X_DOWN, TIER__R_PROXY, MISS),
+	ROW(W, WB, OBJ, WPX, 0, 0, 1, A, TIER__OF_STALE, X_DOWN, TIER__R_FAIL, NONE),
+
+	/* ---- writes: misses ---- */
+	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, MISS),
+	ROW(W, WB, OBJ, WPR, 1, 0, 0, A, 0, 0, TIER__R_PROMOTE_WAIT, MISS),
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, 0, TIER__R_CACHE_WRITE, MISS),
+	ROW(W, WB, EXT, WPR, 1, 0, 0, A, 0, 0, TIER__R_CACHE_WRITE, MISS),    /* write_miss: object only */
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROXY, MISS),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY_THEN_PROMOTE, MISS),
+	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, 0, TIER__R_PROXY, MISS),
+	ROW(W, WB, EXT, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, MISS),
+	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_PROXY, MISS),
+	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PQUEUED, 0, TIER__R_PROXY, MISS),
+	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PROMOTING, 0, TIER__R_WAIT, NONE),
+	ROW(W, RP, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, MISS),
+	ROW(W, RO, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, MISS),
+	ROW(W, PX, EXT, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, MISS),
+	ROW(W, NO, EXT, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, MISS),
+	ROW(T, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, MISS),          /* trims never promote */
+	ROW(Z, WB, EXT, WPX, 1, 0, 0, A, 0, X_WHOLE, TIER__R_PROXY, MISS),
+
+	/* ---- trims and zeroes of cached objects ---- */
+	ROW(T, WB, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* partial: zeroes the copy */
+	ROW(T, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_WHOLE, TIER__R_DROP_THEN_PROXY, HIT),
+	ROW(T, WB, OBJ, WPX, 0, 0, 0, D, 0, X_WHOLE, TIER__R_DROP_BASE_THEN_CACHE, HIT),
+	ROW(Z, WB, EXT, WPX, 0, 0, 0, D, 0, X_WHOLE | X_BITS | X_CLEANX, TIER__R_FLUSH_FIRST, HIT),
+	ROW(Z, WB, EXT, WPX, 0, 0, 0, D, 0, X_WHOLE | X_BITS | X_CLEANX | X_TRIED2, TIER__R_FAIL, HIT),
+	ROW(T, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_FLUSHING, X_WHOLE, TIER__R_WAIT, HIT),
+	ROW(W, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_WHOLE, TIER__R_CACHE_WRITE, HIT),  /* whole write: no drop */
+
+	/* ---- cache hints ---- */
+	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROMOTE, NONE),        /* no recency needed */
+	ROW(C, PX, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROMOTE, NONE),        /* proxy: only on request */
+	ROW(C, RP, EXT, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROMOTE, NONE),
+	ROW(C, NO, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_DONE, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 1, 0, A, 0, 0, TIER__R_DONE, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 1, A, 0, 0, TIER__R_DONE, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_DONE, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, TIER__OF_PROMOTING, 0, TIER__R_DONE, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, TIER__OF_STALE, 0, TIER__R_DONE, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, 0, X_RUN, TIER__R_WAIT, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, TIER__OF_EXCL, 0, TIER__R_WAIT, NONE),
+	ROW(C, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_DONE, NONE),
+};
+
+static struct tier_params params_of(int mode, int gran, int wmiss)
+{
+	struct tier_params p;
+
+	tier_params_default(&p);
+	p.cache_mode = mode;
+	p.promote_granularity = gran;
+	p.write_miss = wmiss;
+	return p;
+}
+
+static struct tier__dstate state_of(int type, bool recent, bool full, bool degraded, int state,
+				    unsigned flags, unsigned x, int gran)
+{
+	struct tier__dstate s;
+
+	memset(&s, 0, sizeof(s));
+	s.type = type;
+	s.whole = x & X_WHOLE;
+	s.nocache = x & X_NOCACHE;
+	s.tries = (x & X_TRIED2) ? 2 : 0;
+	s.state = (uint8_t)state;
+	s.flags = (uint16_t)flags;
+	s.nrun = (x & X_RUN) ? 1 : 0;
+	s.nproxy = (x & X_RUNPROXY) ? 1 : 0;
+	s.extents = x & X_BITS;
+	s.all_valid = x & X_ALL;
+	s.any_valid = x & X_ANY;
+	s.any_dirty = x & X_DIRTYR;
+	s.clean_extents = x & X_CLEANX;
+	s.bitmaps = gran == EXT;
+	s.degraded = degraded;
+	s.cache_down = x & X_DOWN;
+	s.full = full ? 1.0 : 0.5;
+	s.full_less_own = s.full;
+	s.recent = recent;
+	s.hint = x & X_HINT;
+	return s;
+}
+
+static void test_route_table(void **state)
+{
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *r = &rows[i];
+		struct tier_params p = params_of(r->mode, r->gran, r->wmiss);
+		struct tier__dstate s = state_of(r->type, r->recent, r->full, r->degraded, r->state,
+						 r->flags, r->x, r->gran);
+		struct tier__decision d = tier__decide(&p, &s);
+
+		if (d.route != r->want || d.count != r->count) {
+			fprintf(stderr, "test_decide.c:%d: route %s count %d, want %s count %d (%s)\n",
+				r->line, tier__route_name(d.route), d.count,
+				tier__route_name(r->want), r->count, d.why);
+			bad++;
+		}
+		assert_non_null(d.why);
+	}
+	assert_int_equal(bad, 0);
+}
+
+static bool admits(enum tier__route r)
+{
+	return r == TIER__R_PROXY_THEN_PROMOTE || r == TIER__R_PROMOTE_WAIT ||
+	       r == TIER__R_PROMOTE;
+}
+
+/* Every combination: the rules that hold whatever the row. */
+static void test_route_sweep(void **state)
+{
+	static const int types[] = { R, W, T, Z, C };
+	static const unsigned flag_sets[] = {
+		0, TIER__OF_PROMOTING, TIER__OF_FLUSHING, TIER__OF_EVICTING, TIER__OF_EXCL,
+		TIER__OF_STALE, TIER__OF_PQUEUED, TIER__OF_VUNK, TIER__OF_HOT,
+	};
+	static const unsigned x_sets[] = {
+		0, X_WHOLE, X_BITS, X_BITS | X_ANY, X_BITS | X_ALL | X_ANY, X_BITS | X_WHOLE,
+		X_BITS | X_CLEANX | X_WHOLE, X_BITS | X_CLEANX | X_WHOLE | X_TRIED2, X_NOCACHE,
+		X_NOCACHE | X_TRIED2, X_RUN, X_RUN | X_RUNPROXY | X_BITS | X_ALL | X_ANY,
+		X_RUN | X_RUNPROXY | X_BITS | X_ANY, X_DOWN, X_DOWN | X_DIRTYR,
+		X_DOWN | X_WHOLE, X_HINT, X_HINT | X_BITS,
+	};
+	uint64_t n = 0;
+
+	(void)state;
+	for (size_t ti = 0; ti < 5; ti++)
+	for (int mode = 0; mode <= TIER_MODE_NONE; mode++)
+	for (int gran = 0; gran < 2; gran++)
+	for (int wm = 0; wm < 2; wm++)
+	for (int rf = 0; rf < 8; rf++)
+	for (int st = A; st <= D; st++)
+	for (size_t fi = 0; fi < sizeof(flag_sets) / sizeof(flag_sets[0]); fi++)
+	for (size_t xi = 0; xi < sizeof(x_sets) / sizeof(x_sets[0]) + 64; xi++) {
+		/* the meaningful piece/object details, then 64 arbitrary mixes of them */
+		unsigned x = xi < sizeof(x_sets) / sizeof(x_sets[0]) ? x_sets[xi] :
+			     (unsigned)(tier__mix64(n) & ((1u << 12) - 1));
+		bool recent = rf & 1, full = rf & 2, degraded = rf & 4;
+		struct tier_params p = params_of(mode, gran, wm);
+		struct tier__dstate s = state_of(types[ti], recent, full, degraded, st,
+						 flag_sets[fi], x, gran);
+		struct tier__decision d = tier__decide(&p, &s);
+		enum tier__route r = d.route;
+
+		n++;
+		assert_true((unsigned)r < TIER__R_COUNT);
+		assert_string_not_equal(tier__route_name(r), "?");
+		/* admission: only a miss, never with none/proxy, degraded or full */
+		if (d.admitted) {
+			assert_int_equal(s.state, A);
+			assert_true(mode != NO && mode != PX && !degraded && !full);
+			assert_true(recent || s.hint);
+			assert_true(types[ti] == R || types[ti] == W);
+		}
+		if (admits(r) && r != TIER__R_PROMOTE)
+			assert_true(d.admitted);
+		/* nothing starts beside an exclusive op */
+		if (flag_sets[fi] == TIER__OF_EXCL)
+			assert_int_equal(r, TIER__R_WAIT);
+		/* readonly mode never writes a clean copy */
+		if (mode == RO && st == CL && types[ti] != R && types[ti] != C)
+			assert_true(r != TIER__R_CACHE_WRITE);
+		/* a whole-object trim of a cached object goes through a drop, never a cache write */
+		if ((types[ti] == T || types[ti] == Z) && (x & X_WHOLE) && st != A)
+			assert_true(r != TIER__R_CACHE_WRITE);
+		/* FAIL: the cache pool is down, or two flushes failed */
+		if (r == TIER__R_FAIL)
+			assert_true((x & X_DOWN) || (x & X_TRIED2));
+		/* a read never waits but behind an exclusive op, and never changes the cache */
+		if (types[ti] == R) {
+			assert_true(r != TIER__R_WAIT || flag_sets[fi] == TIER__OF_EXCL);
+			assert_true(r == TIER__R_WAIT || r == TIER__R_FAIL || r == TIER__R_HIT ||
+				    r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS ||
+				    r == TIER__R_PROXY || r == TIER__R_PROXY_THEN_PROMOTE);
+			assert_true(d.record || r == TIER__R_WAIT || r == TIER__R_FAIL);
+		}
+		/* a STALE object's leftover copy is removed before base changes */
+		if ((flag_sets[fi] & TIER__OF_STALE) && st == A && types[ti] != R &&
+		    types[ti] != C)
+			assert_true(r == TIER__R_DROP_THEN_PROXY || r == TIER__R_WAIT ||
+				    r == TIER__R_FAIL);
+		/* only hints complete without I/O as done */
+		if (r == TIER__R_DONE)
+			assert_int_equal(types[ti], C);
+		/* write hit/miss counting: writes only */
+		if (types[ti] == R || types[ti] == C)
+			assert_int_equal(d.count, TIER__C_NONE);
+	}
+	assert_true(n > 1000000);   /* 5 x 5 x 2 x 2 x 8 x 3 x 9 x 82 */
+}
+
+static struct tier__agent_view av(int state, unsigned flags, bool busy, bool img, bool ign,
+				  uint64_t age)
+{
+	return (struct tier__agent_view){ .state = (uint8_t)state, .flags = (uint16_t)flags,
+					  .busy = busy, .image_ok = img, .ignore_age = ign,
+					  .age_ms = age };
+}
+
+static void test_agent_choice(void **state)
+{
+	struct tier_params p;
+	struct tier__agent_view v;
+
+	(void)state;
+	tier_params_default(&p);
+	p.cache_min_flush_age = 1000;
+	p.cache_min_evict_age = 2000;
+	v = av(D, 0, false, true, false, 1000);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_NONE);
+	v = av(D, 0, true, true, false, 1000);   /* a cache write in flight: fine */
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_NONE);
+	v = av(D, 0, false, true, false, 999);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_YOUNG);
+	v = av(D, 0, false, true, true, 0);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_NONE);
+	v = av(D, TIER__OF_HOT, false, true, true, 5000);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_HOT);
+	v = av(D, TIER__OF_FLUSHING, false, true, true, 5000);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_BUSY);
+	v = av(CL, 0, false, true, true, 5000);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_STATE);
+	v = av(D, 0, false, false, true, 5000);
+	assert_int_equal(tier__decide_flush(&p, &v), TIER__SKIP_IMAGE);
+
+	v = av(CL, 0, false, true, false, 2000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_NONE);
+	v = av(CL, 0, false, true, false, 1999);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_YOUNG);
+	v = av(CL, 0, true, true, true, 5000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_BUSY);
+	v = av(CL, TIER__OF_VUNK, false, true, true, 5000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_BUSY);
+	v = av(D, 0, false, true, true, 5000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_STATE);
+	v = av(A, 0, false, true, true, 5000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_STATE);
+	assert_string_equal(tier__skip_name(TIER__SKIP_HOT), "hot");
+}
+
+static void test_agent_modes(void **state)
+{
+	struct tier_params p;
+	struct tier__modes idle = { 0 }, m;
+
+	(void)state;
+	tier_params_default(&p);
+	p.cache_target_dirty_ratio = 0.4;
+	p.cache_target_dirty_high_ratio = 0.6;
+	p.cache_target_full_ratio = 0.8;
+	m = tier__decide_modes(&p, idle, 0.3, 0.5, true, true);
+	assert_int_equal(m.flush, TIER_FLUSH_IDLE);
+	assert_int_equal(m.evict, TIER_EVICT_IDLE);
+	assert_int_equal(m.effort_pct, 0);
+	m = tier__decide_modes(&p, idle, 0.41, 0.81, true, true);
+	assert_int_equal(m.flush, TIER_FLUSH_LOW);
+	assert_int_equal(m.evict, TIER_EVICT_SOME);
+	assert_int_equal(m.effort_pct, 10);   /* at least 10% */
+	m = tier__decide_modes(&p, idle, 0.61, 0.9, true, true);
+	assert_int_equal(m.flush, TIER_FLUSH_HIGH);
+	assert_int_equal(m.effort_pct, 50);
+	/* hysteresis: high stays high just under its threshold, idle does not jump */
+	m = tier__decide_modes(&p, m, 0.59, 0.79, true, true);
+	assert_int_equal(m.flush, TIER_FLUSH_HIGH);
+	assert_int_equal(m.evict, TIER_EVICT_SOME);
+	m = tier__decide_modes(&p, idle, 0.39, 0.79, true, true);
+	assert_int_equal(m.flush, TIER_FLUSH_IDLE);
+	assert_int_equal(m.evict, TIER_EVICT_IDLE);
+	m = tier__decide_modes(&p, idle, 0.1, 1.01, true, true);
+	assert_int_equal(m.evict, TIER_EVICT_FULL);
+	assert_int_equal(m.effort_pct, 100);
+	/* none drains whatever is cached */
+	p.cache_mode = TIER_MODE_NONE;
+	m = tier__decide_modes(&p, idle, 0.0, 0.0, true, true);
+	assert_int_equal(m.flush, TIER_FLUSH_HIGH);
+	assert_int_equal(m.evict, TIER_EVICT_FULL);
+	m = tier__decide_modes(&p, idle, 0.0, 0.0, false, false);
+	assert_int_equal(m.flush, TIER_FLUSH_IDLE);
+	assert_int_equal(m.evict, TIER_EVICT_IDLE);
+}
+
+static void test_agent_budgets(void **state)
+{
+	struct tier_params p;
+	struct tier__budget_in b = { 0 };
+
+	(void)state;
+	tier_params_default(&p);
+	p.agent_max_ops = 8;
+	p.agent_max_low_ops = 2;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 0);
+	b.m.flush = TIER_FLUSH_LOW;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 2);
+	b.m.flush = TIER_FLUSH_HIGH;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 8);
+	b.base_lat_floor = 1.0;
+	b.base_lat_ewma = 3.0;   /* base slow: half in high mode */
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 4);
+	b.m.flush = TIER_FLUSH_LOW;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 1);
+	b.m.evict = TIER_EVICT_FULL;
+	b.any_dirty = true;      /* full of dirty objects: flushing makes room */
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 8);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 8);
+	b.m.evict = TIER_EVICT_SOME;
+	b.m.effort_pct = 30;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 3);
+	b.m.effort_pct = 1;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 1);
+	b.m.evict = TIER_EVICT_IDLE;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 0);
+	b.drain_evict = true;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 8);
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 8);
+}
+
+static void test_durability_choices(void **state)
+{
+	(void)state;
+	assert_int_equal(tier__decide_cw_flags(false, false, false), TIER_STORE_F_META);
+	assert_int_equal(tier__decide_cw_flags(true, true, false),
+			 TIER_STORE_F_META | TIER_STORE_F_EXCL | TIER_STORE_F_ORDERED);
+	assert_int_equal(tier__decide_cw_flags(false, true, true),
+			 TIER_STORE_F_META | TIER_STORE_F_ORDERED | TIER_STORE_F_FUA);
+	assert_int_equal(tier__decide_promote_read(true, true, true), TIER__PR_BARRIER_FIRST);
+	assert_int_equal(tier__decide_promote_read(false, true, false), TIER__PR_FUA);
+	assert_int_equal(tier__decide_promote_read(false, false, true), TIER__PR_FUA);
+	assert_int_equal(tier__decide_promote_read(false, false, false), TIER__PR_PLAIN);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_route_table),
+		cmocka_unit_test(test_route_sweep),
+		cmocka_unit_test(test_agent_choice),
+		cmocka_unit_test(test_agent_modes),
+		cmocka_unit_test(test_agent_budgets),
+		cmocka_unit_test(test_durability_choices),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
