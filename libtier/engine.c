@@ -110,8 +110,8 @@ void tier__deliver(struct tier_engine *e)
 	e->delivering = false;
 }
 
-/* A STAT of a never-existing object on the cache pool; true if it went out. */
-static bool stat_nothing(struct tier_engine *e, struct tier_store_op *op, const char *oid,
+/* A STAT of a never-existing object on the cache pool; cb always runs. */
+static void stat_nothing(struct tier_engine *e, struct tier_store_op *op, const char *oid,
 			 tier_store_cb cb)
 {
 	memset(op, 0, sizeof(*op));
@@ -119,10 +119,8 @@ static bool stat_nothing(struct tier_engine *e, struct tier_store_op *op, const 
 	snprintf(op->oid, sizeof(op->oid), "%s", oid);
 	op->cb = cb;
 	op->priv = e;
-	if (tier_store_submit(e->cache, op) < 0)
-		return false;
 	e->jobs_inflight++;
-	return true;
+	tier__submit(e, e->cache, op);
 }
 
 static void kick_cb(struct tier_store_op *op)
@@ -144,7 +142,8 @@ void tier__kick(struct tier_engine *e)
 {
 	if (!e->done_head || e->kick_busy)
 		return;
-	e->kick_busy = stat_nothing(e, &e->kick_op, "tier.kick", kick_cb);
+	e->kick_busy = true;
+	stat_nothing(e, &e->kick_op, "tier.kick", kick_cb);
 }
 
 struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_image *img,
@@ -223,7 +222,8 @@ static void cache_probe(struct tier_engine *e)
 	if (!tier__cache_down(e) || e->probe_busy || now < e->probe_next_ms)
 		return;
 	e->probe_next_ms = now + 1000;
-	e->probe_busy = stat_nothing(e, &e->probe_op, "tier.probe", probe_cb);
+	e->probe_busy = true;
+	stat_nothing(e, &e->probe_op, "tier.probe", probe_cb);
 }
 
 bool tier__cache_down(const struct tier_engine *e)

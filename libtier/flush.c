@@ -23,6 +23,17 @@
 
 /* ---- flush ---- */
 
+/* Where a flush job is (j->step, an int: keep these values). */
+enum flush_step {
+	FLUSH_STAT = 0,          /* STAT: learn the store's version after a failed write */
+	FLUSH_READ = 1,          /* cache reads of the dirty data */
+	FLUSH_WRITE = 2,         /* base writes, all but the last */
+	FLUSH_WRITE_LAST = 3,    /* the last base write, with FUA (or none: nothing to write) */
+	FLUSH_SETMETA = 4,       /* the guarded SETMETA (clean, or partly clean) runs */
+	FLUSH_WAIT_SETMETA = 5,  /* a cache write is in flight: SETMETA once it lands */
+	FLUSH_WAIT_SNAPSHOT = 6, /* a cache write is in flight: snapshot once it lands */
+};
+
 static void flush_cb(struct tier_store_op *op);
 
 /* End the job; the caller kicks the object's queue. */
@@ -76,10 +87,7 @@ static void flush_submit(struct tier_store *st, struct tier_store_op *op)
 
 	if (st == j->e->base)
 		j->t_base = tier__eng_now_ns(j->e);
-	if (tier_store_submit(st, op) < 0) {
-		op->result = -EINVAL;
-		flush_cb(op);
-	}
+	tier__submit(j->e, st, op);
 }
 
 /*
@@ -125,18 +133,18 @@ static void flush_read(struct tier__job *j)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 	size_t n = 1;
+	bool reads = o->len != 0;
 
 	j->version = o->version;
-	j->len = o->len;
 	if (o->bits) {
 		memcpy(j->snap, o->bits + e->nwords, e->nwords * 8);
 		n = read_runs(j, NULL);
 		if (!n)
-			j->len = 0;   /* nothing dirty: only the mark to clear */
+			reads = false;   /* nothing dirty: only the mark to clear */
 	}
-	j->step = 1;
-	if (!j->len) {
-		j->step = 3;
+	j->step = FLUSH_READ;
+	if (!reads) {
+		j->step = FLUSH_WRITE_LAST;
 		j->op.result = 0;
 		j->npending = 0;
 		flush_cb(&j->op);
@@ -241,10 +249,10 @@ static void flush_setmeta(struct tier__job *j)
 
 	if (o->flags & TIER__OF_EXCL) {
 		/* a cache write is in flight: its version would fail the guard */
-		j->step = 5;
+		j->step = FLUSH_WAIT_SETMETA;
 		return;
 	}
-	j->step = 4;
+	j->step = FLUSH_SETMETA;
 	if ((o->flags & TIER__OF_VUNK) || !flush_cleans(j)) {
 		flush_done(j, false);   /* nothing base surely holds to mark: stays dirty */
 		return;
@@ -308,14 +316,14 @@ static void flush_base_writes(struct tier__job *j, bool last)
 	struct tier_engine *e = j->e;
 
 	if (!last) {
-		j->step = 2;
+		j->step = FLUSH_WRITE;
 		j->npending = j->nops - 1;
 		for (size_t i = 0; i + 1 < j->nops; i++)
 			flush_submit(e->base, &j->ops[i]);
 		if (j->nops > 1)
 			return;
 	}
-	j->step = 3;
+	j->step = FLUSH_WRITE_LAST;
 	j->npending = 1;
 	j->ops[j->nops - 1].flags = TIER_STORE_F_FUA;
 	flush_submit(e->base, &j->ops[j->nops - 1]);
@@ -329,7 +337,7 @@ static void flush_cb(struct tier_store_op *op)
 	int r = op->result;
 
 	switch (j->step) {
-	case 0:   /* STAT: learn the store's version after a failed write */
+	case FLUSH_STAT:   /* learn the store's version after a failed write */
 		if (r < 0) {
 			tier__cache_error(e, r);
 			flush_done(j, true);
@@ -339,7 +347,7 @@ static void flush_cb(struct tier_store_op *op)
 		o->flags &= (uint16_t)~TIER__OF_VUNK;
 		flush_read(j);
 		return;
-	case 1:   /* cache reads */
+	case FLUSH_READ:
 		if (r < 0 && !j->err)
 			j->err = r;
 		if (j->npending && --j->npending)
@@ -366,8 +374,8 @@ static void flush_cb(struct tier_store_op *op)
 		}
 		flush_base_writes(j, false);
 		return;
-	case 2:
-	case 3:   /* base writes */
+	case FLUSH_WRITE:
+	case FLUSH_WRITE_LAST:
 		if (op != &j->op) {
 			tier__base_latency(e, tier__eng_now_ns(e) - j->t_base);
 			if (r < 0 && !j->err)
@@ -379,12 +387,13 @@ static void flush_cb(struct tier_store_op *op)
 			flush_done(j, true);
 			return;
 		}
-		if (j->step == 2) {
+		if (j->step == FLUSH_WRITE) {
 			flush_base_writes(j, true);
 			return;
 		}
 		flush_setmeta(j);
 		return;
+	case FLUSH_SETMETA:
 	default:  /* SETMETA clean (or partly clean), run exclusive */
 		o->flags &= (uint16_t)~TIER__OF_EXCL;
 		if (r == 0 && o->version == j->version && !(o->flags & TIER__OF_VUNK)) {
@@ -417,7 +426,7 @@ void tier__flush_redirty(struct tier_engine *e, struct tier__obj *o, uint32_t of
 static void flush_begin(struct tier__job *j)
 {
 	if (j->obj->flags & TIER__OF_VUNK) {
-		j->step = 0;
+		j->step = FLUSH_STAT;
 		job_op(j, &j->op, TIER_STORE_STAT);
 		flush_submit(j->e->cache, &j->op);
 		return;
@@ -430,11 +439,11 @@ void tier__flush_resume(struct tier_engine *e, struct tier__obj *o)
 	for (struct tier__job *j = e->flushes; j; j = j->fnext) {
 		if (j->obj != o)
 			continue;
-		if (j->step == 5)
+		if (j->step == FLUSH_WAIT_SETMETA)
 			flush_setmeta(j);
-		else if (j->step == 6 && o->state != TIER__DIRTY)
+		else if (j->step == FLUSH_WAIT_SNAPSHOT && o->state != TIER__DIRTY)
 			flush_end(j, false);   /* a drop it waited for removed the copy */
-		else if (j->step == 6)
+		else if (j->step == FLUSH_WAIT_SNAPSHOT)
 			flush_begin(j);
 		return;
 	}
@@ -465,7 +474,7 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 	e->flushes = j;
 	if (o->flags & TIER__OF_EXCL) {
 		/* a hot object: snapshot between its cache writes, once this one lands */
-		j->step = 6;
+		j->step = FLUSH_WAIT_SNAPSHOT;
 		return 0;
 	}
 	flush_begin(j);
@@ -524,10 +533,7 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j->op.cb = evict_cb;
 	j->op.priv = j;
 	tier__oid(img, TIER__KEY_OBJNO(o->key), j->op.oid);
-	if (tier_store_submit(e->cache, &j->op) < 0) {
-		j->op.result = -EINVAL;
-		evict_cb(&j->op);
-	}
+	tier__submit(e, e->cache, &j->op);
 	return 0;
 }
 
@@ -677,11 +683,7 @@ static void sync_job_submit(struct tier__job *j, int pool, struct tier_store_op 
 
 	op->priv = j;
 	j->npending++;
-	if (tier_store_submit(st, op) < 0) {
-		j->npending--;
-		if (!j->err)
-			j->err = -EINVAL;
-	}
+	tier__submit(j->e, st, op);
 }
 
 /* Drop the submit hold: the job may end here (its callbacks all ran). */
@@ -692,8 +694,8 @@ static void sync_job_go(struct tier__job *j)
 }
 
 /*
- * @pre the object's UNSYNC flags `flags` are already cleared (a failure,
- * even inside this call, sets them again).  The object stays in the map
+ * @pre the object's UNSYNC flags `flags` are already cleared (a failed
+ * sync sets them again, from its callback).  The object stays in the map
  * until the job ends; a promotion meanwhile knows base may not be durable.
  */
 static int sync_one(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
@@ -776,7 +778,10 @@ static int sync_keys(struct tier_engine *e, struct tier_image *only)
 
 	if (e->unsync_lost && unsync_rebuild(e) < 0)
 		return -ENOMEM;
-	/* a failure inside sync_one appends keys: they are kept after the loop */
+	/*
+	 * keys appended during the loop are kept after it (none today: a failed
+	 * sync appends from its callback, never inside sync_one)
+	 */
 	n0 = e->n_unsync;
 	for (i = 0; i < n0; i++) {
 		uint64_t key = e->unsync[i];

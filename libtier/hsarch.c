@@ -40,8 +40,7 @@ static void hs_remove(struct tier_engine *e, const char *name)
 	snprintf(j->op.oid, sizeof(j->op.oid), "%s", name);
 	j->op.cb = hs_remove_cb;
 	j->op.priv = j;
-	if (tier_store_submit(e->cache, &j->op) < 0)
-		tier__job_free(j);
+	tier__submit(e, e->cache, &j->op);
 }
 
 static void hs_trim(struct tier_engine *e)
@@ -76,8 +75,8 @@ static void load_cb(struct tier_store_op *op)
 			op->buf = j->buf;
 			op->cb = load_cb;
 			op->priv = j;
-			if (tier_store_submit(e->cache, op) == 0)
-				return;
+			tier__submit(e, e->cache, op);
+			return;
 		}
 	} else if (op->opcode == TIER_STORE_READ) {
 		if (tier__hitsets_load_archived(e->hs, j->buf, j->len) < 0)
@@ -103,10 +102,7 @@ static void load_next(struct tier__job *j)
 	snprintf(op->oid, sizeof(op->oid), "%s", e->hs_names[j->ndone]);
 	op->cb = load_cb;
 	op->priv = j;
-	if (tier_store_submit(e->cache, op) < 0) {
-		e->hs_loading = false;
-		tier__job_free(j);
-	}
+	tier__submit(e, e->cache, op);
 }
 
 static void list_cb(struct tier_store_op *op)
@@ -145,10 +141,7 @@ void tier__hitsets_start_load(struct tier_engine *e)
 	snprintf(j->op.oid, sizeof(j->op.oid), "%s", HS_PREFIX);
 	j->op.cb = list_cb;
 	j->op.priv = j;
-	if (tier_store_submit(e->cache, &j->op) < 0) {
-		e->hs_loading = false;
-		tier__job_free(j);
-	}
+	tier__submit(e, e->cache, &j->op);
 }
 
 static void archive_cb(struct tier_store_op *op)
@@ -201,10 +194,8 @@ static int archive_newest(struct tier_engine *e)
 	j->op.len = len;
 	j->op.cb = archive_cb;
 	j->op.priv = j;
-	rc = tier_store_submit(e->cache, &j->op);
-	if (rc < 0)
-		tier__job_free(j);
-	return rc;
+	tier__submit(e, e->cache, &j->op);
+	return 0;
 }
 
 void tier__hitsets_tick(struct tier_engine *e)

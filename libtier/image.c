@@ -144,7 +144,7 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 	struct tier__job *j = op->priv;
 	struct tier_image *img = j->img;
 	struct tier_engine *e = img->e;
-	uint64_t objno = j->version;
+	uint64_t objno = j->objno;
 	int rc = op->result;
 
 	if (rc == -ENOENT) {
@@ -160,9 +160,8 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 			op->opcode = TIER_STORE_REMOVE;
 			op->cb = rebuild_remove_cb;
 			op->priv = j;
-			if (tier_store_submit(e->cache, op) == 0)
-				return;
-			rc = 0;
+			tier__submit(e, e->cache, op);
+			return;
 		}
 	}
 	if (rc < 0 && img->ready == 0) {
@@ -193,7 +192,7 @@ static void rebuild_next(struct tier_image *img)
 			img->ready = -ENOMEM;
 			break;
 		}
-		j->version = objno;
+		j->objno = objno;
 		if (e->nwords)
 			j->snap = calloc(2 * e->nwords, 8);
 		j->op.opcode = TIER_STORE_STAT;
@@ -203,10 +202,7 @@ static void rebuild_next(struct tier_image *img)
 		j->op.cb = rebuild_stat_cb;
 		j->op.priv = j;
 		img->rb_inflight++;
-		if (tier_store_submit(e->cache, &j->op) < 0) {
-			img->rb_inflight--;
-			tier__job_free(j);
-		}
+		tier__submit(e, e->cache, &j->op);
 	}
 	if (img->rb_inflight)
 		return;
@@ -284,9 +280,7 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 	snprintf(j->op.oid, sizeof(j->op.oid), "%s", img->prefix);
 	j->op.cb = rebuild_list_cb;
 	j->op.priv = j;
-	rc = tier_store_submit(e->cache, &j->op);
-	if (rc < 0)
-		goto out;
+	tier__submit(e, e->cache, &j->op);
 	e->imgs[e->n_imgs++] = img;
 	*out = img;
 	return 0;
