@@ -626,6 +626,7 @@ static int do_reload(struct tierd *d, char *err, size_t errlen)
 	/* restart-only settings keep their running values */
 	nc->backend = d->cfg->backend;
 	d->log_level = nc->log_level;
+	tier_engine_set_debug(d->engine, d->log_level >= TIER_LOG_DEBUG);
 	nbd_server_set_limits(d->nbd, nc->max_requests_per_conn, nc->max_bytes_per_conn);
 	nbd_server_set_handshake_timeout(d->nbd, nc->handshake_timeout_ms);
 	{
@@ -784,6 +785,7 @@ static int start(struct tierd *d)
 		tlog(d, TIER_LOG_ERROR, "engine: %s", strerror(-rc));
 		return rc;
 	}
+	tier_engine_set_debug(d->engine, d->log_level >= TIER_LOG_DEBUG);
 	if ((rc = nbd_server_create(&no, &d->nbd)) < 0)
 		return rc;
 	for (i = 0; i < rv.n; i++)

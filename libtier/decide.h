@@ -91,7 +91,7 @@ enum tier__skip {
 	TIER__SKIP_NONE = 0,   /* take it */
 	TIER__SKIP_STATE,      /* not DIRTY (flush) / not CLEAN (evict), or gone */
 	TIER__SKIP_IMAGE,      /* its image is closed, or not the one being drained */
-	TIER__SKIP_BUSY,       /* a job or an op runs on it, or its version is unknown */
+	TIER__SKIP_BUSY,       /* flush: a job runs on it; evict: a job or an op, or its version is unknown */
 	TIER__SKIP_HOT,        /* written during its last flush: cooling off */
 	TIER__SKIP_YOUNG,      /* younger than cache_min_flush_age / cache_min_evict_age */
 	TIER__SKIP_COUNT
@@ -133,9 +133,10 @@ uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tie
 /* ---- durability ordering (docs/DURABILITY.md) ---- */
 
 /*
- * The store flags of a cache write: creating (the copy is ABSENT),
- * clean_over (it overwrites extents the store holds as clean: pre_meta),
+ * The store flags of a cache write: creating (the copy is ABSENT: F_EXCL),
  * new_valid (it makes extents valid: F_ORDERED), fua (the client asked).
+ * Whether it also needs a pre_meta (it overwrites extents the store holds
+ * as clean) is computed from the bitmaps by dispatch.c's cw_issue.
  */
 uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool fua);
 

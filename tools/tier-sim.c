@@ -471,6 +471,8 @@ static void open_engine(struct sim *s)
 
 	ret = tier_engine_create(&eo, &s->eng);
 	if (ret == 0)
+		tier_engine_set_debug(s->eng, s->cfg->verbose >= 2);
+	if (ret == 0)
 		ret = tier_image_open(s->eng, &io, &s->img);
 	if (ret < 0)
 		die("engine: %s", strerror(-ret));
