@@ -105,10 +105,12 @@ struct tier__job {
 	uint64_t t_base;                /* engine clock at the last base submit */
 	void *buf;
 	bool obuf;                      /* buf came from tier__obuf_get */
-	uint64_t len;
+	uint64_t len;                   /* promote: bytes copied; hitset load: archive size */
 	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */
-	size_t nops, npending, ndone;
-	uint64_t *snap;                 /* flush: dirty snapshot, re-dirtied, new dirty */
+	size_t nops, npending;
+	size_t hs_next;                 /* hitset load: index in e->hs_names being read */
+	uint64_t *snap;                 /* flush: dirty snapshot, re-dirtied, new dirty;
+					   rebuild: the decoded valid, then dirty bitmaps */
 	bool redirtied;                 /* flush: a cache write started during it */
 	uint64_t t_start_ms;
 	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
@@ -118,7 +120,8 @@ struct tier__job {
 	uint16_t sync_flags;            /* sync: the UNSYNC flags it covers */
 	uint64_t ops_gen[2];            /* remove barrier: rm_gen covered, per pool */
 	struct tier_store_op op;
-	uint8_t meta[];                 /* TIER_META_MAX */
+	uint8_t meta[];                 /* TIER_META_MAX: meta; rebuild: the LIST prefix;
+					   sync: the bytes of its FUA reads */
 };
 
 struct tier_image {

@@ -70,7 +70,7 @@ static void load_cb(struct tier_store_op *op)
 			j->len = op->obj_size;
 			memset(op, 0, sizeof(*op));
 			op->opcode = TIER_STORE_READ;
-			snprintf(op->oid, sizeof(op->oid), "%s", e->hs_names[j->ndone]);
+			snprintf(op->oid, sizeof(op->oid), "%s", e->hs_names[j->hs_next]);
 			op->len = j->len;
 			op->buf = j->buf;
 			op->cb = load_cb;
@@ -82,7 +82,7 @@ static void load_cb(struct tier_store_op *op)
 		if (tier__hitsets_load_archived(e->hs, j->buf, j->len) < 0)
 			tier__log(e, TIER_LOG_WARN, "hitset %s: bad archive, ignored", op->oid);
 	}
-	j->ndone++;
+	j->hs_next++;
 	load_next(j);
 	tier__deliver(e);
 }
@@ -92,14 +92,14 @@ static void load_next(struct tier__job *j)
 	struct tier_engine *e = j->e;
 	struct tier_store_op *op = &j->op;
 
-	if (j->ndone >= e->n_hs_names) {
+	if (j->hs_next >= e->n_hs_names) {
 		e->hs_loading = false;
 		tier__job_free(j);
 		return;
 	}
 	memset(op, 0, sizeof(*op));
 	op->opcode = TIER_STORE_STAT;
-	snprintf(op->oid, sizeof(op->oid), "%s", e->hs_names[j->ndone]);
+	snprintf(op->oid, sizeof(op->oid), "%s", e->hs_names[j->hs_next]);
 	op->cb = load_cb;
 	op->priv = j;
 	tier__submit(e, e->cache, op);
@@ -124,7 +124,7 @@ static void list_cb(struct tier_store_op *op)
 	op->names = NULL;
 	e->hs_seq = strtoull(e->hs_names[e->n_hs_names - 1] + strlen(HS_PREFIX), NULL, 16) + 1;
 	hs_trim(e);
-	j->ndone = 0;
+	j->hs_next = 0;
 	load_next(j);
 	tier__deliver(e);
 }
