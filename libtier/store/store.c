@@ -239,13 +239,9 @@ static int fault_check(struct tier_store *st, const struct tier_store_op *op)
 	return 0;
 }
 
-int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
+/* The op is st's from here until its callback: clear its outputs, count it in flight. */
+static void op_take(struct tier_store *st, struct tier_store_op *op)
 {
-	int (*fn)(void *, struct tier_store_op *) = NULL;
-	int rc;
-
-	if (!st || !op || !op_valid(op))
-		return -EINVAL;
 	op->store = st;
 	op->result = 0;
 	op->obj_size = op->obj_version = op->obj_mtime_ns = 0;
@@ -256,6 +252,16 @@ int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
 	op->seq = ++st->seq;
 	op->t_submit_ns = tier__now_ns();
 	st->in_flight++;
+}
+
+int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
+{
+	int (*fn)(void *, struct tier_store_op *) = NULL;
+	int rc;
+
+	if (!st || !op || !op_valid(op))
+		return -EINVAL;
+	op_take(st, op);
 	st->stats.ops[op->opcode]++;
 	if (op->flags & TIER_STORE_F_FUA)
 		st->stats.fua_ops[op->opcode]++;
@@ -293,15 +299,7 @@ int tier_store_fail(struct tier_store *st, struct tier_store_op *op, int err)
 {
 	if (!st || !op || !op->cb || err >= 0)
 		return -EINVAL;
-	op->store = st;
-	op->obj_size = op->obj_version = op->obj_mtime_ns = 0;
-	op->meta_len_out = 0;
-	op->names = NULL;
-	op->n_names = 0;
-	op->q_next = NULL;
-	op->seq = ++st->seq;
-	op->t_submit_ns = tier__now_ns();
-	st->in_flight++;
+	op_take(st, op);
 	tier__store_complete(op, err);
 	return 0;
 }

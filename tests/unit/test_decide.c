@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -464,6 +465,74 @@ static void test_durability_choices(void **state)
 	assert_int_equal(tier__decide_promote_read(false, false, false), TIER__PR_PLAIN);
 }
 
+/* The checker tier__obj_kick asserts: each illegal combination is named. */
+static void test_obj_check(void **state)
+{
+	struct tier_engine *e = calloc(1, sizeof(*e));
+	struct tier__obj o;
+	struct tier__ext hint;
+	uint64_t bits[2];
+
+	(void)state;
+	assert_non_null(e);
+	memset(&o, 0, sizeof(o));
+	assert_null(tier__obj_check(e, &o));
+	o.state = TIER__CLEAN;
+	o.flags = TIER__OF_EVICTING;
+	assert_null(tier__obj_check(e, &o));
+	o.flags |= TIER__OF_FLUSHING;
+	assert_non_null(tier__obj_check(e, &o));
+	o.state = TIER__CLEAN;
+	o.flags = TIER__OF_PROMOTING;
+	assert_non_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_FLUSHING;
+	assert_non_null(tier__obj_check(e, &o));     /* FLUSHING a CLEAN copy */
+	o.state = TIER__DIRTY;
+	assert_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_STALE;
+	assert_non_null(tier__obj_check(e, &o));
+	o.state = TIER__ABSENT;
+	assert_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_VUNK;
+	assert_non_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_PQUEUED;
+	assert_non_null(tier__obj_check(e, &o));     /* no hint queued */
+	memset(&hint, 0, sizeof(hint));
+	hint.type = TIER_REQ_CACHE;
+	o.qhead = &hint;
+	assert_null(tier__obj_check(e, &o));
+	o.qhead = NULL;
+	o.flags = 0;
+	o.nproxy = 1;
+	assert_non_null(tier__obj_check(e, &o));
+	o.nrun = 1;
+	assert_null(tier__obj_check(e, &o));
+	o.nrun = o.nproxy = 0;
+	o.state = 7;
+	assert_non_null(tier__obj_check(e, &o));
+	/* bitmaps */
+	o.state = TIER__DIRTY;
+	o.bits = bits;
+	assert_non_null(tier__obj_check(e, &o));     /* object mode */
+	e->nwords = 1;
+	bits[0] = 1;
+	bits[1] = 2;                                 /* dirty, not valid */
+	assert_non_null(tier__obj_check(e, &o));
+	bits[1] = 1;
+	assert_null(tier__obj_check(e, &o));
+	o.state = TIER__CLEAN;
+	assert_non_null(tier__obj_check(e, &o));
+	bits[1] = 0;
+	assert_null(tier__obj_check(e, &o));
+	o.state = TIER__DIRTY;
+	assert_non_null(tier__obj_check(e, &o));     /* DIRTY, nothing dirty */
+	o.state = TIER__ABSENT;
+	assert_non_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_EXCL;                     /* a write creating it */
+	assert_null(tier__obj_check(e, &o));
+	free(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +542,7 @@ int main(void)
 		cmocka_unit_test(test_agent_modes),
 		cmocka_unit_test(test_agent_budgets),
 		cmocka_unit_test(test_durability_choices),
+		cmocka_unit_test(test_obj_check),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

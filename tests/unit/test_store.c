@@ -278,6 +278,37 @@ static void test_invalid_ops_rejected_without_callback(void **state)
 	assert_int_equal(f->completions, 0);
 }
 
+/* A refused op can be failed through the queue: one completion path for callers. */
+static void test_fail_completes_through_queue(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op op;
+	char b[8];
+
+	mk(&op, TIER_STORE_READ, "x"); op.buf = b; op.len = 0; op.cb = on_done; op.priv = f;
+	assert_int_equal(tier_store_submit(f->st, &op), -EINVAL);
+	assert_int_equal(tier_store_fail(f->st, &op, -EINVAL), 0);
+	assert_int_equal(f->completions, 0);            /* never inside the call */
+	assert_int_equal(tier_store_in_flight(f->st), 1);
+	tier_cq_drain(f->cq);
+	assert_int_equal(f->completions, 1);
+	assert_int_equal(op.result, -EINVAL);
+	assert_int_equal(tier_store_in_flight(f->st), 0);
+	/* a malformed opcode is failed as safely */
+	memset(&op, 0, sizeof(op)); op.opcode = (enum tier_store_opcode)99; op.cb = on_done;
+	op.priv = f;
+	assert_int_equal(tier_store_fail(f->st, &op, -EINVAL), 0);
+	tier_cq_drain(f->cq);
+	assert_int_equal(f->completions, 2);
+	/* nothing to complete it through, or no error */
+	op.cb = NULL;
+	assert_int_equal(tier_store_fail(f->st, &op, -EIO), -EINVAL);
+	op.cb = on_done;
+	assert_int_equal(tier_store_fail(f->st, &op, 0), -EINVAL);
+	tier_cq_drain(f->cq);
+	assert_int_equal(f->completions, 2);
+}
+
 static void test_counters(void **state)
 {
 	struct fx *f = *state;
@@ -794,6 +825,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_version_guards, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_by_prefix, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_ops_rejected_without_callback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fail_completes_through_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_nth_with_errno_and_mask, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_fraction_is_roughly_that_fraction, setup, teardown),
