@@ -48,6 +48,8 @@ struct parse_ctx {
 	int image_line[TIERD_MAX_IMAGES];
 	struct seen_key *seen;
 	size_t n_seen;
+	char *preset;            /* [tier] tier_preset, applied under the explicit keys */
+	int preset_line;
 };
 
 enum ktype {
@@ -359,7 +361,7 @@ static int set_enum(const char *const *names, int *dst, const char *v, char *msg
 static int apply(struct tierd_config *c, const struct kdesc *d, void *base, const char *v,
 		 char *msg, size_t len)
 {
-	static const char *const profiles[] = {"hdd", "ssd", "none", NULL};
+	static const char *const profiles[] = {"hdd", "hdd-journal", "ssd", "none", NULL};
 	void *f = (char *)base + d->off;
 	char allowed[128];
 	uint64_t u = 0;
@@ -626,6 +628,20 @@ static int handler(void *user, const char *section, const char *name, const char
 		fail(x, x->line, section, key, -EINVAL, "duplicate key (first set at line %d)", first);
 		return 1;
 	}
+	if (!strcmp(section, "tier") && !strcmp(key, "tier_preset")) {
+		struct tier_params t = x->c->tier;
+
+		if (tier_params_preset(&t, v, msg, sizeof(msg)) < 0) {
+			fail(x, x->line, section, key, -EINVAL, "%s", msg);
+			return 1;
+		}
+		free(x->preset);
+		x->preset = strdup(v);
+		x->preset_line = x->line;
+		if (!x->preset)
+			fail(x, x->line, section, key, -ENOMEM, "out of memory");
+		return 1;
+	}
 	if (!strcmp(section, "tier")) {
 		r = tier_params_set(&x->c->tier, key, v, msg, sizeof(msg));
 		if (r == -ENOENT)
@@ -681,12 +697,40 @@ static void apply_model(struct parse_ctx *x, int which, struct tier_devmodel_par
 		m->queue_depth = (uint32_t)o->qd;
 }
 
+/*
+ * tier_preset sets the values of its preset, then every key set in [tier]
+ * wins over it, wherever it stands in the section.
+ */
+static void apply_preset(struct parse_ctx *x)
+{
+	struct tier_params t;
+	char msg[256], val[128];
+
+	if (!x->preset)
+		return;
+	tier_params_default(&t);
+	if (tier_params_preset(&t, x->preset, msg, sizeof(msg)) < 0) {
+		fail(x, x->preset_line, "tier", "tier_preset", -EINVAL, "%s", msg);
+		return;
+	}
+	for (size_t i = 0; i < x->n_seen; i++) {
+		const char *k = x->seen[i].key;
+
+		if (strcmp(x->seen[i].section, "tier") || !strcmp(k, "tier_preset"))
+			continue;
+		if (tier_params_get(&x->c->tier, k, val, sizeof(val)) == 0)
+			(void)tier_params_set(&t, k, val, msg, sizeof(msg));
+	}
+	x->c->tier = t;
+}
+
 static void cross_check(struct parse_ctx *x)
 {
 	struct tierd_config *c = x->c;
 	char msg[512], sec[80];
 	int r;
 
+	apply_preset(x);
 	apply_model(x, 0, &c->base_model);
 	apply_model(x, 1, &c->cache_model);
 	r = tier_params_check(&c->tier, msg, sizeof(msg));
@@ -825,6 +869,7 @@ out:
 		free(x.seen[i].key);
 	}
 	free(x.seen);
+	free(x.preset);
 	free(x.ovr[0].profile);
 	free(x.ovr[1].profile);
 	if (r < 0)

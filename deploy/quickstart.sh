@@ -64,14 +64,10 @@ cache_mode = writeback
 target_max_bytes = 1G
 hit_set_period = 10s
 hit_set_count = 4
-# tierd's own write path: a write miss writes only its 4 KiB extents into a
-# new cache object (no 4 MiB read from the HDD pool), so admitting every
-# write costs no base I/O; reads still need recency 1 to promote.  For the
-# Ceph-like behaviour use promote_granularity = object and recency 1
-# (docs/BENCHMARKS.md compares both).
-min_write_recency_for_promote = 0
-min_read_recency_for_promote = 1
-promote_granularity = extent
+# The defaults are tierd's own write path (tier_preset = tierd): a write miss
+# writes only its 4 KiB extents into a new cache object (no 4 MiB read from
+# the HDD pool), so every write is admitted; reads need recency 1 to promote.
+# For Ceph's behaviour add  tier_preset = ceph  (docs/OPERATIONS.md).
 
 [image.vol0]
 size = $SIZE

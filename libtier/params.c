@@ -47,15 +47,15 @@ static const char *const wmiss_names[] = {"proxy", "promote"};
 	{#n, KIND_##kind, offsetof(struct tier_params, n), (d), (l), (h), 0, 0, 0, NULL, 0},
 #define PDESC_D(n, kind, d, l, h) \
 	{#n, KIND_##kind, offsetof(struct tier_params, n), 0, 0, 0, (d), (l), (h), NULL, 0},
-#define PDESC_E(n, arr) {#n, K_ENUM, offsetof(struct tier_params, n), 0, 0, 0, 0, 0, 0, arr, NELEM(arr)},
+#define PDESC_E(n, arr, d) {#n, K_ENUM, offsetof(struct tier_params, n), (d), 0, 0, 0, 0, 0, arr, NELEM(arr)},
 
 static const struct pdesc table[] = {
-	PDESC_E(cache_mode, mode_names)
+	PDESC_E(cache_mode, mode_names, TIER_MODE_WRITEBACK)
 	/* hit_set_type has one value and no field: accepted for Ceph compatibility. */
 	{"hit_set_type", K_ENUM, OFF_NONE, 0, 0, 0, 0, 0, 0, hitset_type_names, NELEM(hitset_type_names)},
-	PDESC_E(promote_granularity, gran_names)
-	PDESC_E(evict_policy, evict_names)
-	PDESC_E(write_miss, wmiss_names)
+	PDESC_E(promote_granularity, gran_names, TIER_GRAN_EXTENT)
+	PDESC_E(evict_policy, evict_names, TIER_EVICT_HITSET)
+	PDESC_E(write_miss, wmiss_names, TIER_WMISS_PROXY)
 	TIER_PARAMS_U(PDESC_U)
 	TIER_PARAMS_D(PDESC_D)
 };
@@ -113,12 +113,72 @@ void tier_params_default(struct tier_params *p)
 	for (size_t i = 0; i < NELEM(table); i++) {
 		const struct pdesc *d = &table[i];
 		if (d->kind == K_ENUM)
-			enum_set(p, d, 0);
+			enum_set(p, d, (int)d->def);
 		else if (d->kind == K_RATIO)
 			*dbl_field(p, d) = d->ddef;
 		else
 			*u64_field(p, d) = d->def;
 	}
+}
+
+/* ---- presets ---- */
+
+/*
+ * Named sets of [tier] values applied over the defaults (tier_preset in the
+ * config).  "tierd" is the defaults themselves: extent-granular admission
+ * (a write miss lands in the cache without reading base), writes admitted
+ * on first touch, reads on the second.  "ceph" is Ceph's cache tiering as
+ * of its last release: whole-object promotion with proxy write, recency 1
+ * for both, its promotion throttle.  "promote-always" is Ceph before proxy
+ * write: every miss waits for a whole-object promotion.
+ */
+static const struct {
+	const char *name, *what;
+	const char *kv[10];
+} presets[] = {
+	{ "tierd", "the defaults: extent admission, writes on first touch, reads on second",
+	  { NULL } },
+	{ "ceph", "Ceph's cache tiering: whole-object promotion, proxy write, recency 1, 5 MiB/s + 25/s throttle",
+	  { "promote_granularity=object", "write_miss=proxy", "min_write_recency_for_promote=1",
+	    "min_read_recency_for_promote=1", "promote_max_bytes_sec=5M",
+	    "promote_max_objects_sec=25", "evict_policy=hitset", NULL } },
+	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object first",
+	  { "promote_granularity=object", "write_miss=promote", "min_write_recency_for_promote=0",
+	    "min_read_recency_for_promote=0", "promote_max_bytes_sec=0",
+	    "promote_max_objects_sec=0", "evict_policy=hitset", NULL } },
+};
+
+const char *tier_params_preset_info(size_t i, const char **what)
+{
+	if (i >= NELEM(presets))
+		return NULL;
+	if (what)
+		*what = presets[i].what;
+	return presets[i].name;
+}
+
+int tier_params_preset(struct tier_params *p, const char *name, char *err, size_t errlen)
+{
+	char allowed[128] = "", key[64], msg[160];
+
+	for (size_t i = 0; i < NELEM(presets); i++) {
+		if (strcmp(name, presets[i].name))
+			continue;
+		for (const char *const *kv = presets[i].kv; *kv; kv++) {
+			const char *eq = strchr(*kv, '=');
+
+			snprintf(key, sizeof(key), "%.*s", (int)(eq - *kv), *kv);
+			if (tier_params_set(p, key, eq + 1, msg, sizeof(msg)) < 0)
+				return -EINVAL;   /* a bad table entry: cannot happen */
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < NELEM(presets); i++)
+		snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s",
+			 i ? ", " : "", presets[i].name);
+	if (errlen)
+		snprintf(err, errlen, "unknown preset '%s' (allowed: %s)", name, allowed);
+	return -EINVAL;
 }
 
 /* ---- unit parsers ---- */

@@ -119,32 +119,7 @@ static void sim_log(void *arg, enum tier_log_level lvl, const char *msg)
 		fprintf(stderr, "tier-sim: [engine] %s\n", msg);
 }
 
-/* ---- policies ---- */
-
-static const struct {
-	const char *name, *what;
-	const char *kv[12];
-} presets[] = {
-	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object",
-	  { "min_write_recency_for_promote=0", "min_read_recency_for_promote=0",
-	    "promote_granularity=object", "write_miss=promote", "evict_policy=hitset",
-	    "promote_max_bytes_sec=0", "promote_max_objects_sec=0", NULL } },
-	{ "ceph", "Ceph today: proxy write, recency 1, hitset eviction, 5 MiB/s + 25/s promotion throttle",
-	  { "min_write_recency_for_promote=1", "min_read_recency_for_promote=1",
-	    "promote_granularity=object", "write_miss=proxy", "evict_policy=hitset",
-	    "promote_max_bytes_sec=5M", "promote_max_objects_sec=25", NULL } },
-	/*
-	 * Best found (docs/BENCHMARKS.md, "tier-sim"): extent granularity, so a
-	 * write miss never reads a 4 MiB base object; admit on the second touch
-	 * (recency 1); hitset eviction: with its hit-count tie-break it beat
-	 * s3fifo by 0.2-1.5 points of hit ratio on zipf 0.9/1.1/1.2 and tied it
-	 * (+-0.5) on pareto/uniform.  Recency and throttles matter in object
-	 * mode only; the seed's ratios are kept so the presets compare.
-	 */
-	{ "tierd", "tierd: extent granularity, admit on 2nd touch, hitset eviction",
-	  { "min_write_recency_for_promote=1", "min_read_recency_for_promote=1",
-	    "promote_granularity=extent", "evict_policy=hitset", NULL } },
-};
+/* ---- policies: libtier's presets (tier_params_preset: tierd, ceph, promote-always) ---- */
 
 static void set_param(struct tier_params *p, const char *kv)
 {
@@ -170,21 +145,15 @@ static void build_params(const struct sim_cfg *c, const char *policy, struct tie
 		"min_read_recency_for_promote", "hit_set_count", "hit_set_period",
 	};
 	char v[64], err[256];
-	size_t i, off = 0;
+	size_t off = 0;
 
 	tier_params_default(p);
 	p->target_max_bytes = c->cache;
 	/* seed 004's cache tier settings */
 	set_param(p, "cache_target_dirty_ratio=0.4");
 	set_param(p, "cache_target_full_ratio=0.8");
-	for (i = 0; i < sizeof(presets) / sizeof(presets[0]); i++) {
-		if (!strcmp(presets[i].name, policy))
-			break;
-	}
-	if (i == sizeof(presets) / sizeof(presets[0]))
-		die("unknown policy '%s' (promote-always, ceph, tierd)", policy);
-	for (const char *const *kv = presets[i].kv; *kv; kv++)
-		set_param(p, *kv);
+	if (tier_params_preset(p, policy, err, sizeof(err)) < 0)
+		die("policy: %s", err);
 	for (size_t k = 0; k < c->n_sets; k++)
 		set_param(p, c->sets[k]);
 	if (tier_params_check(p, err, sizeof(err)) < 0)

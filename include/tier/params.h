@@ -22,6 +22,11 @@ enum tier_cache_mode {
 	TIER_MODE_NONE,
 };
 
+/*
+ * What a promotion covers: object - the whole object, read from base (Ceph);
+ * extent - only the extents written (extent_size each), nothing read from
+ * base on a write miss (the default).
+ */
 enum tier_granularity { TIER_GRAN_OBJECT = 0, TIER_GRAN_EXTENT };
 
 enum tier_evict_policy { TIER_EVICT_HITSET = 0, TIER_EVICT_S3FIFO };
@@ -49,7 +54,7 @@ enum tier_write_miss { TIER_WMISS_PROXY = 0, TIER_WMISS_PROMOTE };
 	X(hit_set_count, U64, 4, 1, 64)                                          \
 	X(hit_set_period, MS, 60000, 100, 86400000ull)                           \
 	X(min_read_recency_for_promote, U64, 1, 0, 64)                           \
-	X(min_write_recency_for_promote, U64, 1, 0, 64)                          \
+	X(min_write_recency_for_promote, U64, 0, 0, 64)                          \
 	X(hit_set_grade_decay_rate, U64, 20, 0, 100)                             \
 	X(hit_set_search_last_n, U64, 1, 0, 64)                                  \
 	X(promote_max_bytes_sec, BYTES, 5ull << 20, 0, UINT64_MAX)               \
@@ -78,8 +83,17 @@ struct tier_params {
 #undef TIER_P_FIELD_D
 };
 
-/* Fill with defaults. */
+/* Fill with defaults (the "tierd" preset). */
 void tier_params_default(struct tier_params *p);
+/*
+ * Apply a named preset's values over p: "tierd" (the defaults), "ceph"
+ * (Ceph's cache tiering: whole-object promotion, proxy write, recency 1,
+ * its throttle), "promote-always" (Ceph without proxy write).  -EINVAL
+ * with a message naming the presets for an unknown name.
+ */
+int tier_params_preset(struct tier_params *p, const char *name, char *err, size_t errlen);
+/* The i-th preset's name (NULL past the end) and a one-line description. */
+const char *tier_params_preset_info(size_t i, const char **what);
 
 /*
  * Set one key from its text value ("4M", "600s", "0.4", "writeback").

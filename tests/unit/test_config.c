@@ -207,7 +207,7 @@ static void test_bad_values_and_ranges(void **state)
 	load_fails("[global]\nprometheus = nope\n", -EINVAL, 2, "HOST:PORT");
 	load_fails("[global]\nhandshake_timeout = 500ms\n", -ERANGE, 2, "handshake_timeout");
 	load_fails("[global]\nhandshake_timeout = 2h\n", -ERANGE, 2, "handshake_timeout");
-	load_fails("[local]\nbase_profile = nvme\n", -EINVAL, 2, "(allowed: hdd|ssd|none)");
+	load_fails("[local]\nbase_profile = nvme\n", -EINVAL, 2, "(allowed: hdd|hdd-journal|ssd|none)");
 	load_fails("[local]\ndirect_io = perhaps\n", -EINVAL, 2, "true|false");
 	load_fails("[local]\ncache_latency_us = 20000000\n", -ERANGE, 2, "0..10000000");
 	load_fails("[rados]\nop_timeout = 2h\n", -ERANGE, 2, "units ms/s/m/h");
@@ -215,6 +215,33 @@ static void test_bad_values_and_ranges(void **state)
 		   "(allowed: writeback|readproxy|proxy|readonly|none)");
 	load_fails("[tier]\nhit_set_type = explicit_object\n", -EINVAL, 2, "(allowed: bloom)");
 	load_fails("[tier]\nobject_size = 3K\n", -ERANGE, 2, "4K..64M");
+}
+
+/* tier_preset: its values under every explicit [tier] key, wherever it stands. */
+static void test_tier_preset(void **state)
+{
+	struct tierd_config *c;
+	(void)state;
+	c = load_ok("[tier]\nmin_read_recency_for_promote = 3\ntier_preset = ceph\n"
+		    "target_max_bytes = 2G\n");
+	assert_int_equal(c->tier.promote_granularity, TIER_GRAN_OBJECT);
+	assert_int_equal(c->tier.min_write_recency_for_promote, 1);
+	assert_int_equal(c->tier.min_read_recency_for_promote, 3);   /* set before: still wins */
+	assert_true(c->tier.target_max_bytes == 2ull << 30);
+	assert_int_equal(c->tier.promote_max_objects_sec, 25);
+	tierd_config_free(c);
+	c = load_ok("[tier]\ntier_preset = tierd\n");
+	assert_int_equal(c->tier.promote_granularity, TIER_GRAN_EXTENT);
+	assert_int_equal(c->tier.min_write_recency_for_promote, 0);
+	tierd_config_free(c);
+	c = load_ok("[tier]\npromote_granularity = extent\ntier_preset = promote-always\n");
+	assert_int_equal(c->tier.promote_granularity, TIER_GRAN_EXTENT);
+	assert_int_equal(c->tier.write_miss, TIER_WMISS_PROMOTE);
+	tierd_config_free(c);
+	load_fails("[tier]\n\ntier_preset = fast\n", -EINVAL, 3,
+		   "unknown preset 'fast' (allowed: tierd, ceph, promote-always)");
+	load_fails("[tier]\ntier_preset = ceph\ntier_preset = ceph\n", -EINVAL, 3,
+		   "duplicate key");
 }
 
 static void test_device_model_overrides(void **state)
@@ -341,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_key_names_file_line),
 		cmocka_unit_test(test_first_error_in_file_order),
 		cmocka_unit_test(test_bad_values_and_ranges),
+		cmocka_unit_test(test_tier_preset),
 		cmocka_unit_test(test_device_model_overrides),
 		cmocka_unit_test(test_image_sections),
 		cmocka_unit_test(test_cross_checks),

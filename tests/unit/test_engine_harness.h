@@ -55,6 +55,8 @@ static inline void env_params(struct tier_params *p)
 	 * (object DIRTY); the default, proxy-then-promote, has its own tests.
 	 */
 	p->write_miss = TIER_WMISS_PROMOTE;
+	/* object granularity unless a test is about extents (the default is extent) */
+	p->promote_granularity = TIER_GRAN_OBJECT;
 	/* unthrottled unless a test is about the throttles (default: Ceph's 5M/25) */
 	p->promote_max_bytes_sec = 0;
 	p->promote_max_objects_sec = 0;

@@ -102,8 +102,11 @@ static void test_defaults_match_table(void **state)
 	(void)state;
 	tier_params_default(&p);
 	assert_int_equal(p.cache_mode, TIER_MODE_WRITEBACK);
-	assert_int_equal(p.promote_granularity, TIER_GRAN_OBJECT);
+	assert_int_equal(p.promote_granularity, TIER_GRAN_EXTENT);
 	assert_int_equal(p.evict_policy, TIER_EVICT_HITSET);
+	assert_int_equal(p.write_miss, TIER_WMISS_PROXY);
+	assert_int_equal(p.min_write_recency_for_promote, 0);
+	assert_int_equal(p.min_read_recency_for_promote, 1);
 	assert_true(p.target_max_bytes == 1ull << 30);
 	assert_int_equal(p.hit_set_count, 4);
 	assert_int_equal(p.hit_set_period, 60000);
@@ -112,6 +115,41 @@ static void test_defaults_match_table(void **state)
 	assert_true(p.cache_target_dirty_ratio == 0.4);
 	assert_true(p.cache_target_full_ratio == 0.8);
 	assert_int_equal(tier_params_check(&p, err, sizeof(err)), 0);
+}
+
+/* Presets: tierd is the defaults; ceph and promote-always are Ceph's behaviour. */
+static void test_presets(void **state)
+{
+	struct tier_params d, p;
+	char err[256];
+	const char *what = NULL;
+	size_t n = 0;
+	(void)state;
+	tier_params_default(&d);
+	p = d;
+	assert_int_equal(tier_params_preset(&p, "tierd", err, sizeof(err)), 0);
+	assert_memory_equal(&p, &d, sizeof(p));
+	assert_int_equal(tier_params_preset(&p, "ceph", err, sizeof(err)), 0);
+	assert_int_equal(p.promote_granularity, TIER_GRAN_OBJECT);
+	assert_int_equal(p.write_miss, TIER_WMISS_PROXY);
+	assert_int_equal(p.min_write_recency_for_promote, 1);
+	assert_int_equal(p.min_read_recency_for_promote, 1);
+	assert_true(p.promote_max_bytes_sec == 5ull << 20);
+	assert_int_equal(p.promote_max_objects_sec, 25);
+	assert_true(p.target_max_bytes == d.target_max_bytes);   /* sizes are the operator's */
+	assert_int_equal(tier_params_check(&p, err, sizeof(err)), 0);
+	p = d;
+	assert_int_equal(tier_params_preset(&p, "promote-always", err, sizeof(err)), 0);
+	assert_int_equal(p.promote_granularity, TIER_GRAN_OBJECT);
+	assert_int_equal(p.write_miss, TIER_WMISS_PROMOTE);
+	assert_int_equal(p.min_read_recency_for_promote, 0);
+	assert_int_equal(p.promote_max_bytes_sec, 0);
+	assert_int_equal(tier_params_preset(&p, "bogus", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "allowed: tierd, ceph, promote-always"));
+	while (tier_params_preset_info(n, &what))
+		n++;
+	assert_int_equal(n, 3);
+	assert_non_null(what);
 }
 
 static void test_set_get_round_trip(void **state)
@@ -297,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_parse_ms_units),
 		cmocka_unit_test(test_parse_u64_and_bool),
 		cmocka_unit_test(test_defaults_match_table),
+		cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_set_get_round_trip),
 		cmocka_unit_test(test_foreach_round_trips_every_key),
 		cmocka_unit_test(test_enum_values),
