@@ -232,7 +232,7 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 
 	if (e->agent_evicting >= budget)
 		return e->agent_evicting ? 1 : 0;
-	if (e->n_cached <= e->n_dirty)
+	if (e->n_cached <= e->n_dirty && !e->p.agent_evict_dirty)
 		return 0;   /* nothing clean to evict */
 	n = e->pol->ops->coldest(e->pol, keys, slice(budget, e->agent_evicting), want_evict, a);
 	for (size_t i = 0; i < n; i++) {

@@ -156,7 +156,7 @@ static struct tier__decision decide_write(const struct tier_params *p,
 {
 	struct tier__decision d;
 
-	if (s->flags & (TIER__OF_PROMOTING | TIER__OF_EVICTING))
+	if (s->flags & (TIER__OF_PROMOTING | TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH))
 		return go(TIER__R_WAIT, "waits for a promotion or an eviction");
 	if (s->nocache || (s->flags & TIER__OF_STALE) ||
 	    (s->state == TIER__CLEAN && p->cache_mode == TIER_MODE_READONLY))
@@ -298,16 +298,26 @@ enum tier__skip tier__decide_flush(const struct tier_params *p, const struct tie
 /*
  * Evict a CLEAN object of an open image with nothing queued or running on
  * it and a known store version (the REMOVE is guarded by it), older than
- * cache_min_evict_age (unless full or draining).
+ * cache_min_evict_age (unless full or draining).  With agent_evict_dirty
+ * (the default; Ceph's agent evicts only clean objects) a DIRTY one is as
+ * good a victim, coldest first: it is flushed, writes to it waiting, and
+ * then evicted, so a partly dirty object that keeps being written a little
+ * cannot pin its space.  Not one written during its last flush (hot), and
+ * not while the cache only drains dirty bytes (cache_mode none flushes).
  */
 enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tier__agent_view *v)
 {
-	if (v->state != TIER__CLEAN)
+	bool dirty = v->state == TIER__DIRTY && p->agent_evict_dirty &&
+		     p->cache_mode != TIER_MODE_NONE;
+
+	if (v->state != TIER__CLEAN && !dirty)
 		return TIER__SKIP_STATE;
 	if (!v->image_ok)
 		return TIER__SKIP_IMAGE;
 	if (v->busy || (v->flags & TIER__OF_VUNK))
 		return TIER__SKIP_BUSY;
+	if (dirty && (v->flags & TIER__OF_HOT))
+		return TIER__SKIP_HOT;
 	if (!v->ignore_age && v->age_ms < p->cache_min_evict_age)
 		return TIER__SKIP_YOUNG;
 	return TIER__SKIP_NONE;

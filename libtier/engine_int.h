@@ -41,6 +41,7 @@ enum {
 	TIER__OF_UNSYNC_B  = 1u << 7,  /* base object written without FUA since last sync */
 	TIER__OF_STALE     = 1u << 8,  /* a cache object may exist while ABSENT */
 	TIER__OF_HOT       = 1u << 9,  /* written during its last flush: agent skips it */
+	TIER__OF_EVICT_AFTER_FLUSH = 1u << 10,  /* evicting a dirty copy: flush, then evict */
 };
 
 struct tier__ext;

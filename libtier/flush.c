@@ -58,6 +58,13 @@ static void flush_end(struct tier__job *j, bool failed)
 	}
 	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
 	e->agent_flushing--;
+	if (o->flags & TIER__OF_EVICT_AFTER_FLUSH) {
+		/* the flush of an eviction: evict the copy now it is clean, unless written meanwhile */
+		o->flags &= (uint16_t)~TIER__OF_EVICT_AFTER_FLUSH;
+		e->agent_evicting--;
+		if (o->state == TIER__CLEAN)
+			(void)tier__evict_start(e, j->img, o);
+	}
 	tier__job_free(j);
 }
 
@@ -511,11 +518,35 @@ static void evict_cb(struct tier_store_op *op)
 	tier__deliver(e);
 }
 
+/*
+ * A dirty copy (agent_evict_dirty) is flushed first, writes to it waiting
+ * (EVICT_AFTER_FLUSH), and evicted when the flush ends (flush_end), if it
+ * is clean then and nothing is queued on it.
+ */
+static int evict_dirty(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+{
+	int rc;
+
+	/* set first: a flush with nothing to write can end inside tier__flush_start */
+	o->flags |= TIER__OF_EVICT_AFTER_FLUSH;
+	e->agent_evicting++;
+	rc = tier__flush_start(e, img, o);
+	if (rc < 0) {
+		o->flags &= (uint16_t)~TIER__OF_EVICT_AFTER_FLUSH;
+		e->agent_evicting--;
+	}
+	return rc;
+}
+
 int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
 {
 	struct tier__job *j;
 
-	if (o->state != TIER__CLEAN || tier__obj_busy(o) || (o->flags & TIER__OF_VUNK))
+	if (tier__obj_busy(o) || (o->flags & TIER__OF_VUNK))
+		return -EBUSY;
+	if (o->state == TIER__DIRTY && e->p.agent_evict_dirty)
+		return evict_dirty(e, img, o);
+	if (o->state != TIER__CLEAN)
 		return -EBUSY;
 	j = tier__job_new(e, TIER__J_EVICT, img, o);
 	if (!j)

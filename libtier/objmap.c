@@ -288,6 +288,7 @@ void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t sta
  *    job and no exclusive op on it;
  *  - FLUSHING: DIRTY, not PROMOTING or EVICTING;
  *  - EVICTING: CLEAN, no other job and no exclusive op;
+ *  - EVICT_AFTER_FLUSH (an eviction of a dirty copy): its flush runs;
  *  - STALE (a cache object may exist): ABSENT;
  *  - VUNK (the store version is unknown): not ABSENT;
  *  - PQUEUED: an internal promotion hint is queued (admin promotes queue
@@ -314,6 +315,8 @@ const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj 
 	if ((f & TIER__OF_EVICTING) &&
 	    (o->state != TIER__CLEAN || (f & (TIER__OF_FLUSHING | TIER__OF_EXCL))))
 		return "EVICTING: not CLEAN, or with a flush or an exclusive op";
+	if ((f & TIER__OF_EVICT_AFTER_FLUSH) && !(f & TIER__OF_FLUSHING))
+		return "EVICT_AFTER_FLUSH without a flush";
 	if ((f & TIER__OF_STALE) && o->state != TIER__ABSENT)
 		return "STALE on a cached object";
 	if ((f & TIER__OF_VUNK) && o->state == TIER__ABSENT)

@@ -141,11 +141,11 @@ static const struct {
 	{ "ceph", "Ceph's cache tiering: whole-object promotion, proxy write, recency 1, 5 MiB/s + 25/s throttle",
 	  { "promote_granularity=object", "write_miss=proxy", "min_write_recency_for_promote=1",
 	    "min_read_recency_for_promote=1", "promote_max_bytes_sec=5M",
-	    "promote_max_objects_sec=25", "evict_policy=hitset", NULL } },
+	    "promote_max_objects_sec=25", "evict_policy=hitset", "agent_evict_dirty=0", NULL } },
 	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object first",
 	  { "promote_granularity=object", "write_miss=promote", "min_write_recency_for_promote=0",
 	    "min_read_recency_for_promote=0", "promote_max_bytes_sec=0",
-	    "promote_max_objects_sec=0", "evict_policy=hitset", NULL } },
+	    "promote_max_objects_sec=0", "evict_policy=hitset", "agent_evict_dirty=0", NULL } },
 };
 
 const char *tier_params_preset_info(size_t i, const char **what)

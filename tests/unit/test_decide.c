@@ -368,8 +368,20 @@ static void test_agent_choice(void **state)
 	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_BUSY);
 	v = av(CL, TIER__OF_VUNK, false, true, true, 5000);
 	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_BUSY);
+	/* a dirty copy is a victim too (flushed first), unless hot; not with Ceph's agent */
+	v = av(D, 0, false, true, true, 5000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_NONE);
+	v = av(D, TIER__OF_HOT, false, true, true, 5000);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_HOT);
+	v = av(D, 0, false, true, false, 1999);
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_YOUNG);
+	p.agent_evict_dirty = 0;
 	v = av(D, 0, false, true, true, 5000);
 	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_STATE);
+	p.agent_evict_dirty = 1;
+	p.cache_mode = TIER_MODE_NONE;   /* draining: dirty copies are flushed, not evicted */
+	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_STATE);
+	p.cache_mode = TIER_MODE_WRITEBACK;
 	v = av(A, 0, false, true, true, 5000);
 	assert_int_equal(tier__decide_evict(&p, &v), TIER__SKIP_STATE);
 	assert_string_equal(tier__skip_name(TIER__SKIP_HOT), "hot");

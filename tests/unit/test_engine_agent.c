@@ -394,6 +394,59 @@ static size_t count_hitset_objects(struct env *v)
 	return n;
 }
 
+/*
+ * A cache full of dirty objects and a flush mode that does not flush
+ * (dirty ratios at 1.0): with agent_evict_dirty the agent flushes its
+ * coldest victims and evicts them, back under the full ratio, every byte
+ * still reading back; with Ceph's agent (agent_evict_dirty = 0) nothing is
+ * evicted.  Both granularities.
+ */
+static void dirty_victims(bool evict_dirty, bool extent)
+{
+	struct tier_params p = agent_params();
+	struct env *v;
+	uint8_t b[512], want[512];
+
+	p.cache_target_dirty_ratio = 1.0;
+	p.cache_target_dirty_high_ratio = 1.0;
+	p.cache_min_evict_age = 0;
+	p.target_max_objects = 50;
+	p.agent_evict_dirty = evict_dirty;
+	if (extent)
+		p.promote_granularity = TIER_GRAN_EXTENT;
+	v = env_new(&p);
+	write_objs(v, 0, 45);                    /* full ratio 0.9, all dirty */
+	assert_int_equal(env_stats(v).dirty_objects, 45);
+	for (int t = 0; t < 50; t++) {
+		tier_engine_tick(v->e);
+		env_pump(v);
+	}
+	if (evict_dirty) {
+		assert_true(env_stats(v).full_ratio_ppm <= 800000);
+		assert_true(env_stats(v).evictions >= 5);
+		assert_true(env_stats(v).flushes >= 5);
+		assert_int_equal(env_stats(v).flush_mode, TIER_FLUSH_IDLE);
+	} else {
+		assert_int_equal(env_stats(v).evictions, 0);
+		assert_int_equal(env_stats(v).cached_objects, 45);
+	}
+	for (int i = 0; i < 45; i++) {
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 512, b, 0), 0);
+		fill(want, 512, (uint64_t)i);
+		assert_memory_equal(b, want, 512);
+	}
+	env_free(v);
+}
+
+static void test_dirty_victims_flushed_then_evicted(void **state)
+{
+	(void)state;
+	dirty_victims(true, false);
+	dirty_victims(true, true);
+	dirty_victims(false, false);
+	dirty_victims(false, true);
+}
+
 static void test_hitset_archive_trim_reload(void **state)
 {
 	struct tier_params p;
@@ -457,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_flush_coldest_first),
 		cmocka_unit_test(test_flush_backs_off_when_base_slows),
 		cmocka_unit_test(test_hot_object_flush_progresses),
+		cmocka_unit_test(test_dirty_victims_flushed_then_evicted),
 		cmocka_unit_test(test_hitset_archive_trim_reload),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
