@@ -36,6 +36,8 @@ cache_profile = none
 target_max_bytes = $1
 min_write_recency_for_promote = 0
 $2
+# whole-object promotions: the checks below count them
+promote_granularity = object
 [image.disk0]
 size = 64M
 ${3:-}

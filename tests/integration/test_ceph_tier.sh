@@ -165,6 +165,8 @@ CFG
 		case " $* " in *" hit_set_period ="*) ;; *) echo "hit_set_period = 2s" ;; esac
 		# these sections count promotions, not the default throttle (Ceph's 5M/25 per s)
 		case " $* " in *" promote_max_"*) ;; *) printf 'promote_max_bytes_sec = 0\npromote_max_objects_sec = 0\n' ;; esac
+		# they were written for whole-object promotions (the default is extent)
+		case " $* " in *" promote_granularity ="*) ;; *) echo "promote_granularity = object" ;; esac
 		printf '[image.disk]\nrbd_image = %s\n' "$image"
 	} >"$WORK/$name.conf"
 }
