@@ -8,11 +8,16 @@
  * and what to report; it must never touch tierd other than through NBD and
  * the admin socket, and never report a run in which an I/O failed or a
  * verified read returned wrong data as a success.
+ *
+ * The engine (bench_open / bench_run_qd) drives one job per export, all at
+ * the same time: `tier-bench --uri` is one job, `tier-bench scenario`
+ * (scenario.c) one per image.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,51 +31,17 @@
 
 #include <libnbd.h>
 
+#include "bench.h"
 #include "gen.h"
 #include "trace.h"
 
-#define MAX_QDS      16
-#define MAX_QD       1024
 #define VERIFY_MAGIC 0x48434e4542524954ull   /* "TIERBENCH"-ish, little-endian */
 
-/* tierd counters read from `perf dump`: X(name, section) */
-#define BENCH_COUNTERS(X)                                                  \
-	X(read_ops) X(write_ops) X(read_bytes) X(write_bytes) X(errors)    \
-	X(read_hits) X(read_misses) X(write_hits) X(write_misses)          \
-	X(proxy_reads) X(proxy_writes) X(proxy_write_bytes)                \
-	X(promotions) X(promote_bytes) X(promote_throttled)                \
-	X(flushes) X(flush_bytes) X(evictions) X(evict_bytes)              \
-	X(cached_bytes) X(dirty_bytes)
-
-enum ctr_id {
-#define CTR_ENUM(n) CTR_##n,
-	BENCH_COUNTERS(CTR_ENUM)
-#undef CTR_ENUM
-	CTR_BASE_IO, CTR_CACHE_IO, CTR_MAX
-};
-
-static const char *const ctr_names[CTR_MAX] = {
+const char *const ctr_names[CTR_MAX] = {
 #define CTR_NAME(n) #n,
 	BENCH_COUNTERS(CTR_NAME)
 #undef CTR_NAME
 	"base_io_bytes", "cache_io_bytes",
-};
-
-struct counters {
-	bool ok, pools;     /* pools: tierd reported per-pool store stats */
-	double v[CTR_MAX];
-};
-
-struct cfg {
-	const char *uri, *admin, *trace_path, *csv, *json, *label, *dist_s, *rw_s;
-	unsigned qds[MAX_QDS];
-	size_t nqd;
-	double runtime, ramp;
-	uint64_t ops, bs, size;
-	enum gen_dist_type dist;
-	double dist_param;
-	uint32_t write_pct, seed;
-	bool verify;
 };
 
 struct req {
@@ -78,10 +49,10 @@ struct req {
 	uint64_t off, len;
 };
 
-struct bench;
+struct job;
 
 struct slot {
-	struct bench *b;
+	struct job *j;
 	struct req r;
 	uint64_t t0;
 	unsigned char *buf;
@@ -89,46 +60,52 @@ struct slot {
 	bool busy, pending;         /* pending: generated, waiting on an overlap */
 };
 
-struct run {
-	unsigned qd;
-	uint64_t ops, rd_ops, wr_ops, other_ops, bytes, io_errors;
-	uint64_t verified, verify_errors;
-	double secs, lat_mean, lat_p50, lat_p99, lat_max;    /* microseconds */
-	struct counters c0, c1;
+/* One export: its connection, request source and slots. */
+struct job {
+	struct bench *b;
+	const char *uri;
+	struct nbd_handle *h;
+	struct gen_workload wl;
+	size_t tr_next;
+	uint64_t size, seq, run_id;
+	uint64_t ops;                /* counted requests in the current run */
+	struct slot *slots;          /* MAX_QD */
+	uint32_t *expect;            /* --verify: last written seq per block, 0 = unknown */
+	unsigned char *busy_blk;     /* --verify: requests in flight per block */
 };
 
 struct bench {
 	const struct cfg *c;
-	struct nbd_handle *h;
-	struct gen_workload wl;
+	struct job *jobs;
+	size_t njobs;
 	struct trace tr;
-	size_t tr_next;
-	uint64_t size, max_len, seq, run_id;
-	struct slot slots[MAX_QD];
-	struct slot *done[MAX_QD];
+	uint64_t max_len;
+	struct slot **done;          /* njobs * MAX_QD */
 	size_t ndone;
-	uint32_t *expect;            /* --verify: last written seq per block, 0 = unknown */
-	unsigned char *busy_blk;     /* --verify: requests in flight per block */
+	struct pollfd *pfd;          /* njobs */
+	unsigned inflight;
 	uint64_t *lat;
 	size_t nlat, caplat;
 	bool counting;
-	struct run *cur;
 };
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
+void (*die_hook)(const char *msg);
+
+void die(const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs("tier-bench: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	fprintf(stderr, "tier-bench: %s\n", msg);
+	if (die_hook)
+		die_hook(msg);
 	exit(2);
 }
 
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
 	struct timespec ts;
 
@@ -278,7 +255,7 @@ static void counters_read(const char *admin, struct counters *c)
 	free(j);
 }
 
-static double delta(const struct run *r, enum ctr_id i)
+double run_delta(const struct run *r, enum ctr_id i)
 {
 	return r->c1.v[i] - r->c0.v[i];
 }
@@ -324,78 +301,86 @@ static const char *pattern_check(const unsigned char *p, uint64_t bs, uint64_t r
 
 /* ---- request sources ---- */
 
-static void next_req(struct bench *b, struct req *r)
+static void next_req(struct job *j, struct req *r)
 {
+	const struct bench *b = j->b;
+
 	if (b->c->trace_path) {
-		const struct trace_rec *t = &b->tr.recs[b->tr_next];
-		b->tr_next = (b->tr_next + 1) % b->tr.n;
+		const struct trace_rec *t = &b->tr.recs[j->tr_next];
+		j->tr_next = (j->tr_next + 1) % b->tr.n;
 		r->op = t->op;
 		r->off = t->off;
 		r->len = t->len;
 		return;
 	}
 	struct gen_req g;
-	gen_workload_next(&b->wl, &g);
+	gen_workload_next(&j->wl, &g);
 	r->op = g.is_write ? TRACE_OP_WRITE : TRACE_OP_READ;
 	r->off = g.off;
 	r->len = g.len;
 }
 
 /* --verify: may this request start now?  Blocks overlapping one in flight wait. */
-static bool blocks_free(const struct bench *b, const struct req *r)
+static bool blocks_free(const struct job *j, const struct req *r)
 {
-	if (!b->busy_blk || r->op == TRACE_OP_FLUSH)
+	uint64_t bs = j->b->c->bs;
+
+	if (!j->busy_blk || r->op == TRACE_OP_FLUSH)
 		return true;
-	for (uint64_t k = r->off / b->c->bs; k < (r->off + r->len) / b->c->bs; k++)
-		if (b->busy_blk[k])
+	for (uint64_t k = r->off / bs; k < (r->off + r->len) / bs; k++)
+		if (j->busy_blk[k])
 			return false;
 	return true;
 }
 
-static void blocks_mark(struct bench *b, const struct req *r, int d)
+static void blocks_mark(struct job *j, const struct req *r, int d)
 {
-	if (!b->busy_blk || r->op == TRACE_OP_FLUSH)
+	uint64_t bs = j->b->c->bs;
+
+	if (!j->busy_blk || r->op == TRACE_OP_FLUSH)
 		return;
-	for (uint64_t k = r->off / b->c->bs; k < (r->off + r->len) / b->c->bs; k++)
-		b->busy_blk[k] = (unsigned char)(b->busy_blk[k] + d);
+	for (uint64_t k = r->off / bs; k < (r->off + r->len) / bs; k++)
+		j->busy_blk[k] = (unsigned char)(j->busy_blk[k] + d);
 }
 
 static int on_complete(void *user_data, int *error)
 {
 	struct slot *s = user_data;
+	struct bench *b = s->j->b;
 
 	s->err = *error;
-	s->b->done[s->b->ndone++] = s;
+	b->done[b->ndone++] = s;
 	return 1;    /* retire the command */
 }
 
-static void submit(struct bench *b, struct slot *s)
+static void submit(struct job *j, struct slot *s)
 {
 	nbd_completion_callback cb = { .callback = on_complete, .user_data = s };
 	const struct req *r = &s->r;
-	uint64_t bs = b->c->bs;
+	uint64_t bs = j->b->c->bs;
 	int64_t rc = 0;
 
-	if (b->expect && r->op == TRACE_OP_WRITE)
+	if (j->expect && r->op == TRACE_OP_WRITE)
 		for (uint64_t o = 0; o < r->len; o += bs)
-			pattern_fill(s->buf + o, bs, b->run_id, (r->off + o) / bs, ++b->seq);
-	blocks_mark(b, r, 1);
+			pattern_fill(s->buf + o, bs, j->run_id, (r->off + o) / bs, ++j->seq);
+	blocks_mark(j, r, 1);
 	s->busy = true;
 	s->pending = false;
 	s->err = 0;
 	s->t0 = now_ns();
+	j->b->inflight++;
 	switch (r->op) {
 	case TRACE_OP_READ:
-		rc = nbd_aio_pread(b->h, s->buf, r->len, r->off, cb, 0);
+		rc = nbd_aio_pread(j->h, s->buf, r->len, r->off, cb, 0);
 		break;
 	case TRACE_OP_WRITE:
-		rc = nbd_aio_pwrite(b->h, s->buf, r->len, r->off, cb, 0);
+		rc = nbd_aio_pwrite(j->h, s->buf, r->len, r->off, cb, 0);
 		break;
 	case TRACE_OP_TRIM:
-		rc = nbd_aio_trim(b->h, r->len, r->off, cb, 0);
+		rc = nbd_aio_trim(j->h, r->len, r->off, cb, 0);
 		break;
 	case TRACE_OP_FLUSH:
-		rc = nbd_aio_flush(b->h, cb, 0);
+		rc = nbd_aio_flush(j->h, cb, 0);
 		break;
 	}
 	if (rc < 0)
@@ -403,50 +388,57 @@ static void submit(struct bench *b, struct slot *s)
 }
 
 /* Take the next request into slot s and start it unless it must wait. */
-static void refill(struct bench *b, struct slot *s)
+static void refill(struct job *j, struct slot *s)
 {
-	next_req(b, &s->r);
+	next_req(j, &s->r);
 	s->pending = true;
-	if (blocks_free(b, &s->r))
-		submit(b, s);
+	if (blocks_free(j, &s->r))
+		submit(j, s);
 }
 
-static void verify_done(struct bench *b, struct slot *s, struct run *r)
+static void verify_done(struct job *j, struct slot *s, struct run *r)
 {
 	static unsigned char tmp[1 << 20];
-	uint64_t bs = b->c->bs;
+	uint64_t bs = j->b->c->bs;
 
 	for (uint64_t o = 0; o < s->r.len; o += bs) {
 		uint64_t blk = (s->r.off + o) / bs;
 		if (s->r.op == TRACE_OP_WRITE) {
 			uint64_t seq;
 			memcpy(&seq, s->buf + o + 16, 8);
-			b->expect[blk] = s->err ? 0 : (uint32_t)seq;
+			j->expect[blk] = s->err ? 0 : (uint32_t)seq;
 		} else if (s->r.op == TRACE_OP_TRIM) {
-			b->expect[blk] = 0;
-		} else if (s->r.op == TRACE_OP_READ && !s->err && b->expect[blk]) {
-			const char *why = pattern_check(s->buf + o, bs, b->run_id, blk,
-							b->expect[blk], tmp);
+			j->expect[blk] = 0;
+		} else if (s->r.op == TRACE_OP_READ && !s->err && j->expect[blk]) {
+			const char *why = pattern_check(s->buf + o, bs, j->run_id, blk,
+							j->expect[blk], tmp);
 			r->verified++;
 			if (why && ++r->verify_errors <= 10)
-				fprintf(stderr, "tier-bench: verify: block %" PRIu64
-					" (offset %" PRIu64 "): %s\n", blk, blk * bs, why);
+				fprintf(stderr, "tier-bench: verify: %sblock %" PRIu64
+					" (offset %" PRIu64 "): %s\n", j->b->njobs > 1 ? j->uri : "",
+					blk, blk * bs, why);
 		}
 	}
 }
 
-static void complete(struct bench *b, struct slot *s, struct run *r, uint64_t t)
+static void complete(struct slot *s, struct run *r, uint64_t t)
 {
+	struct job *j = s->j;
+	struct bench *b = j->b;
+
 	s->busy = false;
-	blocks_mark(b, &s->r, -1);
-	if (b->expect)
-		verify_done(b, s, r);
+	b->inflight--;
+	blocks_mark(j, &s->r, -1);
+	if (j->expect)
+		verify_done(j, s, r);
 	if (s->err && ++r->io_errors <= 10)
-		fprintf(stderr, "tier-bench: %s at %" PRIu64 "+%" PRIu64 ": %s\n",
+		fprintf(stderr, "tier-bench: %s%s%s at %" PRIu64 "+%" PRIu64 ": %s\n",
+			b->njobs > 1 ? j->uri : "", b->njobs > 1 ? ": " : "",
 			trace_op_name(s->r.op), s->r.off, s->r.len, strerror(s->err));
 	if (!b->counting)
 		return;
 	r->ops++;
+	j->ops++;
 	if (s->r.op == TRACE_OP_READ) {
 		r->rd_ops++;
 		r->bytes += s->r.len;
@@ -457,10 +449,12 @@ static void complete(struct bench *b, struct slot *s, struct run *r, uint64_t t)
 		r->other_ops++;
 	}
 	if (b->nlat == b->caplat) {
+		uint64_t *nl;
 		b->caplat = b->caplat ? b->caplat * 2 : 65536;
-		b->lat = realloc(b->lat, b->caplat * sizeof(*b->lat));
-		if (!b->lat)
+		nl = realloc(b->lat, b->caplat * sizeof(*b->lat));
+		if (!nl)
 			die("out of memory");
+		b->lat = nl;
 	}
 	b->lat[b->nlat++] = t - s->t0;
 }
@@ -486,40 +480,99 @@ static void latency_summary(struct bench *b, struct run *r)
 	r->lat_max = (double)b->lat[b->nlat - 1] / 1e3;
 }
 
-/* One closed-loop run at queue depth qd. */
-static void run_qd(struct bench *b, unsigned qd, struct run *r)
+/*
+ * Wait up to timeout_ms for any handle to be ready and let libnbd move it
+ * on (what nbd_poll does for one handle); completions land in b->done.
+ */
+static void wait_any(struct bench *b, int timeout_ms)
+{
+	int n;
+
+	for (size_t i = 0; i < b->njobs; i++) {
+		struct nbd_handle *h = b->jobs[i].h;
+		unsigned dir = nbd_aio_get_direction(h);
+		int fd = nbd_aio_get_fd(h);
+
+		if (fd < 0)
+			die("%s: %s", b->jobs[i].uri, nbd_get_error());
+		b->pfd[i] = (struct pollfd){ .fd = fd };
+		if (dir & LIBNBD_AIO_DIRECTION_READ)
+			b->pfd[i].events |= POLLIN;
+		if (dir & LIBNBD_AIO_DIRECTION_WRITE)
+			b->pfd[i].events |= POLLOUT;
+	}
+	n = poll(b->pfd, b->njobs, timeout_ms);
+	if (n < 0) {
+		if (errno == EINTR)
+			return;
+		die("poll: %s", strerror(errno));
+	}
+	for (size_t i = 0; n > 0 && i < b->njobs; i++) {
+		struct job *j = &b->jobs[i];
+		short rev = b->pfd[i].revents;
+		int rc = 0;
+
+		if (!rev)
+			continue;
+		n--;
+		if (rev & (POLLIN | POLLHUP))
+			rc = nbd_aio_notify_read(j->h);
+		else if (rev & POLLOUT)
+			rc = nbd_aio_notify_write(j->h);
+		else if (rev & (POLLERR | POLLNVAL))
+			die("%s: server closed the socket unexpectedly", j->uri);
+		if (rc < 0)
+			die("%s: %s", j->uri, nbd_get_error());
+	}
+}
+
+/* One closed-loop run of every job at queue depth qd. */
+void bench_run_qd(struct bench *b, unsigned qd, struct run *r)
 {
 	const struct cfg *c = b->c;
 	uint64_t t_start = now_ns(), t_count = 0, t_end = 0, counted_issued = 0;
 	uint64_t ramp_ns = (uint64_t)(c->ramp * 1e9), run_ns = (uint64_t)(c->runtime * 1e9);
-	unsigned inflight = 0;
 	bool stop = false;
 
+	if (qd < 1 || qd > MAX_QD)
+		die("queue depth %u outside 1..%d", qd, MAX_QD);
+	for (size_t k = 0; k < b->njobs; k++) {
+		struct job *j = &b->jobs[k];
+		j->ops = 0;
+		for (unsigned i = 0; i < qd; i++) {
+			struct slot *s = &j->slots[i];
+			uint64_t x = (uint64_t)i * 7919 + c->seed;
+			if (s->buf)
+				continue;
+			if (posix_memalign((void **)&s->buf, 4096, b->max_len))
+				die("out of memory");
+			for (uint64_t o = 0; o + 8 <= b->max_len; o += 8) {
+				uint64_t w = splitmix(&x);
+				memcpy(s->buf + o, &w, 8);
+			}
+		}
+	}
 	memset(r, 0, sizeof(*r));
 	r->qd = qd;
+	r->njobs = (unsigned)b->njobs;
 	b->nlat = 0;
 	b->counting = ramp_ns == 0;
 	if (b->counting) {
 		counters_read(c->admin, &r->c0);
 		t_start = t_count = now_ns();
 	}
-	for (unsigned i = 0; i < qd; i++) {
-		counted_issued += b->counting;
-		refill(b, &b->slots[i]);
-	}
-	for (;;) {
-		inflight = 0;
-		for (unsigned i = 0; i < qd; i++)
-			inflight += b->slots[i].busy;
-		if (!inflight)
-			break;
-		if (nbd_poll(b->h, 100) < 0)
-			die("nbd_poll: %s", nbd_get_error());
+	for (size_t k = 0; k < b->njobs; k++)
+		for (unsigned i = 0; i < qd; i++) {
+			counted_issued += b->counting;
+			refill(&b->jobs[k], &b->jobs[k].slots[i]);
+		}
+	while (b->inflight) {
+		wait_any(b, 100);
 		uint64_t t = now_ns();
 		size_t n = b->ndone;
 		b->ndone = 0;
 		for (size_t i = 0; i < n; i++)
-			complete(b, b->done[i], r, t);
+			complete(b->done[i], r, t);
 		if (!b->counting && t - t_start >= ramp_ns) {
 			counters_read(c->admin, &r->c0);
 			b->counting = true;
@@ -529,19 +582,22 @@ static void run_qd(struct bench *b, unsigned qd, struct run *r)
 			if (c->ops ? counted_issued >= c->ops : t - t_count >= run_ns)
 				stop = true;
 		}
-		for (unsigned i = 0; i < qd; i++) {
-			struct slot *s = &b->slots[i];
-			if (s->busy)
-				continue;
-			if (stop) {
-				s->pending = false;
-				continue;
-			}
-			if (!s->pending) {
-				counted_issued += b->counting;
-				refill(b, s);
-			} else if (blocks_free(b, &s->r)) {
-				submit(b, s);
+		for (size_t k = 0; k < b->njobs; k++) {
+			struct job *j = &b->jobs[k];
+			for (unsigned i = 0; i < qd; i++) {
+				struct slot *s = &j->slots[i];
+				if (s->busy)
+					continue;
+				if (stop) {
+					s->pending = false;
+					continue;
+				}
+				if (!s->pending) {
+					counted_issued += b->counting;
+					refill(j, s);
+				} else if (blocks_free(j, &s->r)) {
+					submit(j, s);
+				}
 			}
 		}
 	}
@@ -549,25 +605,28 @@ static void run_qd(struct bench *b, unsigned qd, struct run *r)
 	r->secs = (double)(t_end - t_count) / 1e9;
 	counters_read(c->admin, &r->c1);
 	latency_summary(b, r);
+	r->job_ops_min = UINT64_MAX;
+	for (size_t k = 0; k < b->njobs; k++) {
+		uint64_t o = b->jobs[k].ops;
+		r->job_ops_min = o < r->job_ops_min ? o : r->job_ops_min;
+		r->job_ops_max = o > r->job_ops_max ? o : r->job_ops_max;
+	}
 }
 
 /* ---- output ---- */
 
-static double ratio(double a, double b)
+double ratio(double a, double b)
 {
 	return b > 0 ? a / b : (double)NAN;
 }
 
 static double hit_ratio(const struct run *r)
 {
-	double h = delta(r, CTR_read_hits) + delta(r, CTR_write_hits);
-	return ratio(h, h + delta(r, CTR_read_misses) + delta(r, CTR_write_misses));
+	double h = run_delta(r, CTR_read_hits) + run_delta(r, CTR_write_hits);
+	return ratio(h, h + run_delta(r, CTR_read_misses) + run_delta(r, CTR_write_misses));
 }
 
-enum col { C_IOPS, C_MBS, C_MEAN, C_P50, C_P99, C_MAX, C_PROMO, C_PROXW, C_PROXR,
-	   C_FLUSH, C_EVICT, C_HIT, C_PROMO_B, C_BASE_B, C_CACHE_B, C_NCOL };
-
-static const struct { const char *row, *csv; bool tierd; int prec; } cols[C_NCOL] = {
+const struct col_desc cols[C_NCOL] = {
 	[C_IOPS] = { "IOPS", "iops", false, 0 },
 	[C_MBS] = { "MB/s", "mb_s", false, 1 },
 	[C_MEAN] = { "lat mean ms", "lat_mean_ms", false, 2 },
@@ -585,7 +644,7 @@ static const struct { const char *row, *csv; bool tierd; int prec; } cols[C_NCOL
 	[C_CACHE_B] = { "cache I/O B/client B", "cache_io_b_per_client_b", true, 2 },
 };
 
-static double col_value(const struct run *r, enum col k)
+double col_value(const struct run *r, enum col k)
 {
 	double cb = (double)r->bytes;
 
@@ -600,21 +659,21 @@ static double col_value(const struct run *r, enum col k)
 	case C_P50: return r->lat_p50 / 1e3;
 	case C_P99: return r->lat_p99 / 1e3;
 	case C_MAX: return r->lat_max / 1e3;
-	case C_PROMO: return delta(r, CTR_promotions);
-	case C_PROXW: return delta(r, CTR_proxy_writes);
-	case C_PROXR: return delta(r, CTR_proxy_reads);
-	case C_FLUSH: return delta(r, CTR_flushes);
-	case C_EVICT: return delta(r, CTR_evictions);
+	case C_PROMO: return run_delta(r, CTR_promotions);
+	case C_PROXW: return run_delta(r, CTR_proxy_writes);
+	case C_PROXR: return run_delta(r, CTR_proxy_reads);
+	case C_FLUSH: return run_delta(r, CTR_flushes);
+	case C_EVICT: return run_delta(r, CTR_evictions);
 	case C_HIT: return hit_ratio(r);
-	case C_PROMO_B: return ratio(delta(r, CTR_promote_bytes), cb);
-	case C_BASE_B: return ratio(delta(r, CTR_BASE_IO), cb);
-	case C_CACHE_B: return ratio(delta(r, CTR_CACHE_IO), cb);
+	case C_PROMO_B: return ratio(run_delta(r, CTR_promote_bytes), cb);
+	case C_BASE_B: return ratio(run_delta(r, CTR_BASE_IO), cb);
+	case C_CACHE_B: return ratio(run_delta(r, CTR_CACHE_IO), cb);
 	case C_NCOL: break;
 	}
 	return (double)NAN;
 }
 
-static void print_num(FILE *f, double v, int prec, bool json)
+void print_num(FILE *f, double v, int prec, bool json)
 {
 	if (isnan(v))
 		fputs(json ? "null" : "", f);
@@ -657,7 +716,7 @@ static void print_table(const struct cfg *c, const struct run *runs, size_t n)
 	}
 }
 
-static FILE *open_out(const char *path)
+FILE *open_out(const char *path)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
 
@@ -666,7 +725,7 @@ static FILE *open_out(const char *path)
 	return f;
 }
 
-static void close_out(FILE *f, const char *path)
+void close_out(FILE *f, const char *path)
 {
 	if (ferror(f) || (f != stdout && fclose(f) != 0))
 		die("%s: write failed", path);
@@ -695,7 +754,7 @@ static void write_csv(const struct cfg *c, const struct run *runs, size_t n)
 	close_out(f, c->csv);
 }
 
-static void json_str(FILE *f, const char *s)
+void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; s && *s; s++) {
@@ -739,7 +798,7 @@ static void write_json(const struct cfg *c, const struct run *runs, size_t n)
 			for (int k = 0; k < CTR_MAX; k++)
 				if (k != CTR_cached_bytes && k != CTR_dirty_bytes)
 					fprintf(f, "%s\"%s\":%.0f", k ? "," : "", ctr_names[k],
-						delta(r, (enum ctr_id)k));
+						run_delta(r, (enum ctr_id)k));
 			fprintf(f, "},\"tierd_end\":{\"cached_bytes\":%.0f,\"dirty_bytes\":%.0f}",
 				r->c1.v[CTR_cached_bytes], r->c1.v[CTR_dirty_bytes]);
 		}
@@ -754,13 +813,14 @@ static void write_json(const struct cfg *c, const struct run *runs, size_t n)
 static void usage(FILE *f)
 {
 	fputs("usage: tier-bench --uri URI [options]\n"
+	      "       tier-bench scenario NAME [options]   (tier-bench scenario --help)\n"
 	      "  --uri URI          nbd+unix:///EXPORT?socket=PATH or nbd://HOST:PORT/EXPORT\n"
 	      "  --admin PATH       tierd's admin socket: report its counter deltas per run\n"
 	      "  --qd LIST          queue depths, one closed-loop run each (default 1,2,4,8,16)\n"
 	      "  --runtime S        seconds per run (default 10), after --ramp S (default 0)\n"
 	      "  --ops N            counted requests per run instead of --runtime\n"
 	      "  --dist D           zipf:THETA | pareto:H | uniform | seq (default zipf:1.1)\n"
-	      "  --rw RW            write | read | randrw:W (W = write %%; default write)\n"
+	      "  --rw RW            write | read | randrw:W (W = write %; default write)\n"
 	      "  --bs SIZE          request size (default 4k)\n"
 	      "  --size SIZE        bytes of the export to use from offset 0 (default: all)\n"
 	      "  --seed N           generator seed (default 1)\n"
@@ -770,7 +830,7 @@ static void usage(FILE *f)
 	      "  --csv FILE, --json FILE   also write the results there ('-' = stdout)\n", f);
 }
 
-static uint64_t parse_size(const char *opt, const char *v)
+uint64_t parse_size(const char *opt, const char *v)
 {
 	char *e;
 	double x;
@@ -792,7 +852,7 @@ static uint64_t parse_size(const char *opt, const char *v)
 	return (uint64_t)(x * (double)mul);
 }
 
-static double parse_num(const char *opt, const char *v, double lo, double hi)
+double parse_num(const char *opt, const char *v, double lo, double hi)
 {
 	char *e;
 	double x;
@@ -804,7 +864,7 @@ static double parse_num(const char *opt, const char *v, double lo, double hi)
 	return x;
 }
 
-static void parse_qds(struct cfg *c, const char *v)
+void parse_qds(struct cfg *c, const char *v)
 {
 	char *dup = strdup(v), *save = NULL, *t;
 
@@ -874,7 +934,7 @@ static void parse_args(struct cfg *c, int argc, char **argv)
 
 /* ---- set-up ---- */
 
-static void load_trace(struct bench *b)
+static void load_trace(struct bench *b, uint64_t size)
 {
 	const struct cfg *c = b->c;
 	char err[256] = "";
@@ -888,9 +948,9 @@ static void load_trace(struct bench *b)
 		const struct trace_rec *t = &b->tr.recs[i];
 		if (t->op == TRACE_OP_FLUSH)
 			continue;
-		if (t->off + t->len > b->size || !t->len)
+		if (t->off + t->len > size || !t->len)
 			die("%s: request %zu (%" PRIu64 "+%" PRIu64 ") is outside the %" PRIu64
-			    "-byte export", c->trace_path, i + 1, t->off, t->len, b->size);
+			    "-byte export", c->trace_path, i + 1, t->off, t->len, size);
 		if (c->verify && (t->off % c->bs || t->len % c->bs))
 			die("%s: request %zu is not aligned to --bs (needed by --verify)",
 			    c->trace_path, i + 1);
@@ -901,72 +961,111 @@ static void load_trace(struct bench *b)
 		die("%s: requests up to 64 MiB", c->trace_path);
 }
 
-static void bench_open(struct bench *b, struct cfg *c)
+static void job_open(struct bench *b, struct job *j, struct cfg *c, const char *uri,
+		     uint32_t seed)
 {
+	uint64_t want = c->size;
 	int64_t sz;
 
-	b->c = c;
-	b->h = nbd_create();
-	if (!b->h || nbd_connect_uri(b->h, c->uri) < 0)
-		die("%s: %s", c->uri, nbd_get_error());
-	sz = nbd_get_size(b->h);
+	j->b = b;
+	j->uri = uri;
+	j->slots = calloc(MAX_QD, sizeof(*j->slots));
+	if (!j->slots)
+		die("out of memory");
+	for (unsigned i = 0; i < MAX_QD; i++)
+		j->slots[i].j = j;
+	j->h = nbd_create();
+	if (!j->h || nbd_connect_uri(j->h, uri) < 0)
+		die("%s: %s", uri, nbd_get_error());
+	sz = nbd_get_size(j->h);
 	if (sz < 0)
-		die("%s: %s", c->uri, nbd_get_error());
-	if (!c->size)
-		c->size = (uint64_t)sz;
-	if (c->size > (uint64_t)sz || c->size < c->bs)
-		die("--size %" PRIu64 ": the export has %" PRId64 " bytes", c->size, sz);
-	b->size = c->size;
-	b->max_len = c->bs;
-	if (c->trace_path) {
-		load_trace(b);
-	} else {
+		die("%s: %s", uri, nbd_get_error());
+	if (!want)
+		want = (uint64_t)sz;
+	if (want > (uint64_t)sz || want < c->bs)
+		die("--size %" PRIu64 ": the export %s has %" PRId64 " bytes", want, uri, sz);
+	j->size = want;
+	if (!c->trace_path) {
 		struct gen_workload_opts o = { .type = c->dist, .param = c->dist_param,
-			.write_pct = c->write_pct, .bs = c->bs, .size = c->size, .seed = c->seed };
-		if (gen_workload_init(&b->wl, &o) < 0)
+			.write_pct = c->write_pct, .bs = c->bs, .size = j->size, .seed = seed };
+		if (gen_workload_init(&j->wl, &o) < 0)
 			die("generator: bad parameters");
 	}
 	if (c->verify) {
-		uint64_t nblk = c->size / c->bs;
-		uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-		b->run_id = splitmix(&t);
-		b->expect = calloc(nblk, sizeof(*b->expect));
-		b->busy_blk = calloc(nblk, 1);
-		if (!b->expect || !b->busy_blk)
+		uint64_t nblk = j->size / c->bs;
+		uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ seed;
+		j->run_id = splitmix(&t);
+		j->expect = calloc(nblk, sizeof(*j->expect));
+		j->busy_blk = calloc(nblk, 1);
+		if (!j->expect || !j->busy_blk)
 			die("--verify: no memory for %" PRIu64 " blocks", nblk);
 	}
-	for (unsigned i = 0; i < MAX_QD; i++)
-		b->slots[i].b = b;
 }
 
-static void alloc_slots(struct bench *b, unsigned qd)
+struct bench *bench_open(struct cfg *c, const char *const *uris, size_t nuris)
 {
-	for (unsigned i = 0; i < qd; i++) {
-		struct slot *s = &b->slots[i];
-		uint64_t x = (uint64_t)i * 7919 + b->c->seed;
-		if (s->buf)
-			continue;
-		if (posix_memalign((void **)&s->buf, 4096, b->max_len))
-			die("out of memory");
-		for (uint64_t o = 0; o + 8 <= b->max_len; o += 8) {
-			uint64_t w = splitmix(&x);
-			memcpy(s->buf + o, &w, 8);
-		}
+	struct bench *b = calloc(1, sizeof(*b));
+
+	if (!b || !nuris)
+		die(b ? "no export to drive" : "out of memory");
+	b->c = c;
+	b->njobs = nuris;
+	b->max_len = c->bs;
+	b->jobs = calloc(nuris, sizeof(*b->jobs));
+	b->done = calloc(nuris * MAX_QD, sizeof(*b->done));
+	b->pfd = calloc(nuris, sizeof(*b->pfd));
+	if (!b->jobs || !b->done || !b->pfd)
+		die("out of memory");
+	for (size_t i = 0; i < nuris; i++)
+		job_open(b, &b->jobs[i], c, uris[i], c->seed + (uint32_t)i);
+	if (!c->size)
+		c->size = b->jobs[0].size;
+	if (c->trace_path) {
+		uint64_t smallest = b->jobs[0].size;
+		for (size_t i = 1; i < nuris; i++)
+			smallest = b->jobs[i].size < smallest ? b->jobs[i].size : smallest;
+		load_trace(b, smallest);
 	}
+	return b;
+}
+
+void bench_close(struct bench *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->njobs; i++) {
+		struct job *j = &b->jobs[i];
+		if (j->h) {
+			nbd_shutdown(j->h, 0);
+			nbd_close(j->h);
+		}
+		for (unsigned k = 0; j->slots && k < MAX_QD; k++)
+			free(j->slots[k].buf);
+		free(j->slots);
+		free(j->expect);
+		free(j->busy_blk);
+	}
+	free(b->jobs);
+	free(b->done);
+	free(b->pfd);
+	free(b->lat);
+	trace_free(&b->tr);
+	free(b);
 }
 
 int main(int argc, char **argv)
 {
-	static struct bench b;
 	struct run runs[MAX_QDS];
+	struct bench *b;
 	struct cfg c;
 	uint64_t io_errors = 0, verify_errors = 0;
 
+	if (argc > 1 && !strcmp(argv[1], "scenario"))
+		return scenario_main(argc - 1, argv + 1);
 	parse_args(&c, argc, argv);
-	bench_open(&b, &c);
+	b = bench_open(&c, &c.uri, 1);
 	for (size_t i = 0; i < c.nqd; i++) {
-		alloc_slots(&b, c.qds[i]);
-		run_qd(&b, c.qds[i], &runs[i]);
+		bench_run_qd(b, c.qds[i], &runs[i]);
 		io_errors += runs[i].io_errors;
 		verify_errors += runs[i].verify_errors;
 		fprintf(stderr, "tier-bench: QD %u: %" PRIu64 " requests in %.1f s\n",
@@ -977,14 +1076,7 @@ int main(int argc, char **argv)
 		write_csv(&c, runs, c.nqd);
 	if (c.json)
 		write_json(&c, runs, c.nqd);
-	nbd_shutdown(b.h, 0);
-	nbd_close(b.h);
-	for (unsigned i = 0; i < MAX_QD; i++)
-		free(b.slots[i].buf);
-	free(b.lat);
-	free(b.expect);
-	free(b.busy_blk);
-	trace_free(&b.tr);
+	bench_close(b);
 	if (io_errors || verify_errors) {
 		fprintf(stderr, "tier-bench: %" PRIu64 " I/O errors, %" PRIu64
 			" blocks failed verification\n", io_errors, verify_errors);
