@@ -241,8 +241,20 @@ struct tier_devmodel_params {
 	uint32_t write_latency_us;
 	uint64_t bandwidth;     /* bytes per second, shared by all ops; 0 = unlimited */
 	uint32_t queue_depth;   /* ops served at once; 0 = unlimited */
+	/*
+	 * Write-ahead journal in front of the servers (an HDD pool with SSD
+	 * journals).  0 = no journal: writes are served like reads, and the
+	 * two fields below are ignored.  Otherwise every write is acknowledged
+	 * once it is in the journal and is written back to the servers in the
+	 * background (write latency + bytes / bandwidth, as a foreground write
+	 * would cost); a write that finds the journal full waits for the
+	 * write-back to free room.
+	 */
+	uint64_t journal_bytes;       /* capacity; entries take bytes rounded up to 4 KiB + 4 KiB */
+	uint32_t journal_latency_us;  /* acknowledgement latency of a journaled write */
+	uint64_t journal_bandwidth;   /* bytes/s of the journal's own channel; 0 = unlimited */
 };
-/* "hdd", "ssd" or "none" -> params; -EINVAL for anything else. */
+/* "hdd", "hdd-journal", "ssd" or "none" -> params; -EINVAL for anything else. */
 int tier_devmodel_profile(const char *name, struct tier_devmodel_params *out);
 
 struct tier_devmodel;   /* thread-safe */
@@ -252,7 +264,10 @@ bool tier_devmodel_is_null(const struct tier_devmodel *dm);
 /*
  * An op of `bytes` arriving at arrive_ns: returns when it completes.
  * Service = latency + bytes / bandwidth; queue_depth ops overlap their
- * latency, the bandwidth is one shared channel.  Documented in docs/DEVICE-MODEL.md.
+ * latency, the bandwidth is one shared channel.  With a journal, writes
+ * complete at journal speed while it has room and reads share the servers
+ * with the journal's write-back.  A pure function of the sequence of calls
+ * (no clock).  Documented in docs/DEVICE-MODEL.md.
  */
 uint64_t tier_devmodel_schedule(struct tier_devmodel *dm, uint64_t arrive_ns,
 				bool is_write, uint64_t bytes);
