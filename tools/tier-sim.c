@@ -716,7 +716,7 @@ static void usage(FILE *f)
 "  --no-stall       trace: ignore timestamps, keep qd requests in flight\n"
 "  --policy LIST    comma list of promote-always, ceph, tierd (default all three)\n"
 "  --set KEY=VALUE  any [tier] parameter, after the policy preset (repeatable)\n"
-"  --base-profile hdd|ssd|none   --cache-profile hdd|ssd|none  device models\n"
+"  --base-profile hdd|hdd-journal|ssd|none   --cache-profile (the same)  device models\n"
 "  --dev POOL.FIELD=V  base.write_latency_us=500, cache.bandwidth=..., queue_depth\n"
 "  --csv FILE       also write one CSV row per policy\n"
 "  -v               engine log at info (-vv debug)\n");

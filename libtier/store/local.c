@@ -361,7 +361,7 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	}
 	atomic_init(&L->sidecar_only, !xattrs_usable(L->dirfd));
 	if (o->model.read_latency_us || o->model.write_latency_us ||
-	    o->model.bandwidth || o->model.queue_depth) {
+	    o->model.bandwidth || o->model.queue_depth || o->model.journal_bytes) {
 		rc = tier_devmodel_create(&o->model, &L->dm);
 		if (rc < 0)
 			goto out;
