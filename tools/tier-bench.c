@@ -576,7 +576,8 @@ void bench_run_qd(struct bench *b, unsigned qd, struct run *r)
 		if (!b->counting && t - t_start >= ramp_ns) {
 			counters_read(c->admin, &r->c0);
 			b->counting = true;
-			t_count = now_ns();
+			/* the run starts now: t must not be older than t_count below */
+			t = t_count = now_ns();
 		}
 		if (b->counting && !stop) {
 			if (c->ops ? counted_issued >= c->ops : t - t_count >= run_ns)

@@ -15,7 +15,7 @@
 : "${TIER_BENCH:?set TIER_BENCH to the tier-bench binary}"
 command -v jq >/dev/null || { echo "SKIP: jq not installed"; exit 77; }
 
-SC=("$TIER_BENCH" scenario seed004 --images 2 --image-size 32M --ramp 0)
+SC=("$TIER_BENCH" scenario seed004 --images 2 --image-size 32M)
 # the default --tierd is ../daemon/tierd next to tier-bench (the build tree)
 DEF_TIERD=$(dirname "$TIER_BENCH")/../daemon/tierd
 if [ -x "$DEF_TIERD" ] && [ "$(realpath "$DEF_TIERD")" = "$(realpath "$TIERD")" ]; then
@@ -35,7 +35,7 @@ dirs_gone() {
 log "scenario seed004: base,defaults on hdd, QD 1,2, 1 s each"
 start=$(date +%s)
 rc=0
-timeout 120 "${SC[@]}" "${TIERD_OPT[@]}" --qd 1,2 --runtime 1 --variants base,defaults \
+timeout 120 "${SC[@]}" "${TIERD_OPT[@]}" --qd 1,2 --runtime 1 --ramp 0 --variants base,defaults \
 	--base-profile hdd --json "$WORK/s.json" --csv "$WORK/s.csv" --svg "$WORK/s.svg" \
 	> "$WORK/s.txt" 2> "$WORK/s.err" || rc=$?
 elapsed=$(( $(date +%s) - start ))
@@ -84,7 +84,8 @@ dirs_gone "$WORK/s.err"
 
 log "a base profile tierd refuses: FAILED with tierd's error, the other variant still runs"
 rc=0
-"${SC[@]}" --tierd "$TIERD" --qd 1 --runtime 0.5 --variants base --base-profile no-such-disk,hdd \
+"${SC[@]}" --tierd "$TIERD" --qd 1 --runtime 0.5 --ramp 0.3 --variants base \
+	--base-profile no-such-disk,hdd \
 	--json "$WORK/p.json" > "$WORK/p.txt" 2> "$WORK/p.err" || rc=$?
 cat "$WORK/p.txt"
 [ "$rc" = 1 ] || fail "scenario exited $rc with a refused profile (want 1)"
@@ -94,6 +95,9 @@ jq -e '.variants[0].base_profile == "no-such-disk" and .variants[0].started == f
 	{ jq . "$WORK/p.json"; fail "refused profile not reported with tierd's error"; }
 jq -e '.variants[1].base_profile == "hdd" and .variants[1].ok and .variants[1].runs[0].iops > 0' \
 	"$WORK/p.json" >/dev/null || fail "the variant after a failed one did not run"
+# a ramp delays the counted part, it does not cut it short
+jq -e '.variants[1].runs[0].seconds >= 0.45 and .variants[1].runs[0].ops >= 20' "$WORK/p.json" \
+	>/dev/null || fail "the run after --ramp was cut short"
 grep -q 'FAILED: tierd exited with status' "$WORK/p.txt" || fail "table does not say FAILED"
 dirs_gone "$WORK/p.err"
 
@@ -133,7 +137,7 @@ exec nbdkit -f -U "$sock" --filter=error memory 32M error=EIO error-pwrite-rate=
 SH
 	chmod +x "$WORK/fake-tierd"
 	rc=0
-	"${SC[@]}" --tierd "$WORK/fake-tierd" --qd 1,2 --runtime 0.5 --variants defaults \
+	"${SC[@]}" --tierd "$WORK/fake-tierd" --qd 1,2 --runtime 0.5 --ramp 0 --variants defaults \
 		--base-profile hdd --json "$WORK/e.json" > "$WORK/e.txt" 2> "$WORK/e.err" || rc=$?
 	cat "$WORK/e.txt"
 	[ "$rc" = 1 ] || { cat "$WORK/e.err"; fail "scenario exited $rc with I/O errors (want 1)"; }
@@ -154,7 +158,7 @@ exec "$TIERD" "\$@"
 SH
 chmod +x "$WORK/kill-tierd"
 rc=0
-timeout 120 "${SC[@]}" --tierd "$WORK/kill-tierd" --qd 1,2 --runtime 2 --variants base \
+timeout 120 "${SC[@]}" --tierd "$WORK/kill-tierd" --qd 1,2 --runtime 2 --ramp 0 --variants base \
 	--base-profile hdd --json "$WORK/k.json" > "$WORK/k.txt" 2> "$WORK/k.err" || rc=$?
 cat "$WORK/k.txt"
 [ "$rc" = 1 ] || { cat "$WORK/k.err"; fail "scenario exited $rc after tierd was killed (want 1)"; }
