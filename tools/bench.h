@@ -54,6 +54,7 @@ struct cfg {
 	double dist_param;
 	uint32_t write_pct, seed;
 	bool verify;
+	int server_pid;     /* > 0: also measure that process's CPU time per run (/proc) */
 };
 
 /* One run at one queue depth, summed over the jobs. Plain data (no pointers). */
@@ -63,6 +64,9 @@ struct run {
 	uint64_t verified, verify_errors;
 	uint64_t job_ops_min, job_ops_max;                   /* counted requests per job */
 	double secs, lat_mean, lat_p50, lat_p99, lat_max;    /* microseconds */
+	/* the whole run (ramp, counted part, drain): wall and CPU seconds of this
+	 * process and of cfg.server_pid (-1 = not measured) */
+	double wall_s, cpu_s, server_cpu_s;
 	struct counters c0, c1;
 };
 
@@ -100,6 +104,8 @@ void close_out(FILE *f, const char *path);
 
 /* ---- shared helpers ---- */
 uint64_t now_ns(void);
+double self_cpu_s(void);               /* user + system seconds of this process */
+double proc_cpu_s(int pid);            /* the same for another process, -1 if unknown */
 uint64_t parse_size(const char *opt, const char *v);
 double parse_num(const char *opt, const char *v, double lo, double hi);
 void parse_qds(struct cfg *c, const char *v);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -121,6 +122,7 @@ struct sopts {
 	size_t nprof;
 	bool fio_check;
 	unsigned fio_qd;
+	const struct variant *fio_var;
 };
 
 /* ---- one tierd instance and the load against it ---- */
@@ -139,10 +141,13 @@ struct task {
 };
 
 struct fio_res {
+	const struct variant *v;     /* --fio-variant, default defaults */
+	const char *profile;
 	bool ran, ok;
 	char err[ERR_LEN];
 	unsigned qd;
 	double iops, lat_mean_ms;
+	double wall_s, cpu_s, tierd_cpu_s;   /* fio's run: wall, fio's CPU, tierd's CPU */
 	struct task tb;              /* tier-bench's run at the same QD, fresh tierd */
 };
 
@@ -308,14 +313,15 @@ static void describe_status(char *out, size_t len, int st)
 }
 
 /* waitpid with a deadline; SIGKILL after it.  Returns the status, *timed_out set. */
-static int wait_deadline(pid_t pid, double secs, bool *timed_out)
+static int wait_deadline_ru(pid_t pid, double secs, bool *timed_out, struct rusage *ru)
 {
 	double end = mono_s() + secs;
+	struct rusage dummy;
 	int st = 0;
 
 	*timed_out = false;
 	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
+		pid_t r = wait4(pid, &st, WNOHANG, ru ? ru : &dummy);
 		if (r == pid)
 			return st;
 		if (r < 0 && errno != EINTR)
@@ -329,6 +335,11 @@ static int wait_deadline(pid_t pid, double secs, bool *timed_out)
 		}
 		sleep_ms(20);
 	}
+}
+
+static int wait_deadline(pid_t pid, double secs, bool *timed_out)
+{
+	return wait_deadline_ru(pid, secs, timed_out, NULL);
 }
 
 static bool nbd_probe(const char *uri)
@@ -380,7 +391,8 @@ static void child_die_hook(const char *why)
 	msg_send(&m);
 }
 
-static void load_child(const struct sopts *o, const struct task *t, const char *dir, int fd)
+static void load_child(const struct sopts *o, const struct task *t, const char *dir, int fd,
+		       pid_t tierd)
 {
 	static struct msg m;
 	char **uris = calloc(o->images, sizeof(*uris));
@@ -398,6 +410,7 @@ static void load_child(const struct sopts *o, const struct task *t, const char *
 		die("out of memory");
 	snprintf(asok, sizeof(asok), "%s/tierd.asok", dir);
 	c.admin = asok;
+	c.server_pid = (int)tierd;
 	if (gen_dist_parse(c.dist_s, &c.dist, &c.dist_param) < 0)
 		die("zipf:1.1: generator refused");
 	for (unsigned i = 0; i < o->images; i++)
@@ -540,7 +553,7 @@ static void run_task(const struct sopts *o, struct task *t)
 	child = fork();
 	if (child == 0) {
 		close(pfd[0]);
-		load_child(o, t, dir, pfd[1]);
+		load_child(o, t, dir, pfd[1], tierd);
 	}
 	close(pfd[1]);
 	if (child < 0) {
@@ -670,7 +683,7 @@ static void fio_check(const struct sopts *o, struct fio_res *f)
 	char sock[PATH_MAX], uri0[PATH_MAX + 64], out[PATH_MAX], errp[PATH_MAX], why[96];
 	char tail[ERR_LEN], iod[32], rt[48], ramp[48];
 	const char **argv;
-	struct task t = { .v = variant_find("defaults"), .profile = o->profiles[0], .nqd = 1,
+	struct task t = { .v = f->v, .profile = f->profile, .nqd = 1,
 			  .qds = { f->qd } };
 	double t0 = mono_s(), iops = 0, err = 0, mean = 0;
 	size_t na = 0, nfixed;
@@ -727,8 +740,8 @@ static void fio_check(const struct sopts *o, struct fio_res *f)
 		set_err(f->err, "tierd did not start serving within 120 s");
 		goto stop;
 	}
-	say("fio check: defaults/%s: tierd %d up; fio at QD %u per job over %u images",
-	    t.profile, (int)tierd, f->qd, o->images);
+	say("fio check: %s/%s: tierd %d up; fio at QD %u per job over %u images",
+	    t.v->name, t.profile, (int)tierd, f->qd, o->images);
 	argv = calloc(20 + 2 * (size_t)o->images, sizeof(*argv));
 	if (!argv) {
 		set_err(f->err, "out of memory");
@@ -768,10 +781,17 @@ static void fio_check(const struct sopts *o, struct fio_res *f)
 	}
 	argv[na] = NULL;
 	if (!f->err[0]) {
+		struct rusage ru = { 0 };
+		double w0 = mono_s(), c0 = proc_cpu_s((int)tierd), c1;
 		fio = spawn(argv, errp);
 		g_child = fio;
-		st = fio < 0 ? -1 : wait_deadline(fio, 120 + 3 * (o->ramp + o->runtime), &late);
+		st = fio < 0 ? -1 : wait_deadline_ru(fio, 120 + 3 * (o->ramp + o->runtime), &late, &ru);
 		g_child = -1;
+		c1 = proc_cpu_s((int)tierd);
+		f->wall_s = mono_s() - w0;
+		f->cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+		f->tierd_cpu_s = c0 >= 0 && c1 >= 0 ? c1 - c0 : -1;
 		if (fio < 0) {
 			set_err(f->err, "fork: %s", strerror(errno));
 		} else if (late) {
@@ -869,7 +889,7 @@ static void print_task(const struct sopts *o, const struct task *t)
 			fputs(c[1] ? "; " : "", stdout);
 		else
 			putchar(*c);
-	printf("%s\n", t->v->tier[0] ? "" : " (nothing but target_max_bytes)");
+	printf("%s\n", t->v->tier[0] ? "" : "(nothing but target_max_bytes)");
 	if (!t->started) {
 		printf("   FAILED: %s\n", t->err);
 		return;
@@ -927,6 +947,20 @@ static void print_task(const struct sopts *o, const struct task *t)
 					snprintf(b, sizeof(b), "%.0f/%.0f",
 						 (double)r->job_ops_min / r->secs,
 						 (double)r->job_ops_max / r->secs);
+				cell(b);
+			}
+			printf("\n");
+			row_head("CPU cores tier-bench / tierd");
+			for (size_t i = 0; i < t->nqd; i++) {
+				const struct run *r = task_run(t, t->qds[i]);
+				char b[40];
+				if (!r || r->wall_s <= 0)
+					snprintf(b, sizeof(b), "-");
+				else if (r->server_cpu_s < 0)
+					snprintf(b, sizeof(b), "%.2f/-", r->cpu_s / r->wall_s);
+				else
+					snprintf(b, sizeof(b), "%.2f/%.2f", r->cpu_s / r->wall_s,
+						 r->server_cpu_s / r->wall_s);
 				cell(b);
 			}
 			printf("\n");
@@ -1020,8 +1054,8 @@ static void print_fio(const struct sopts *o, const struct fio_res *f)
 	const struct run *r = task_run(&f->tb, f->qd);
 	double q = fio_ratio(f);
 
-	printf("\n== fio check: defaults, base_profile %s, QD %u per job (%u outstanding), "
-	       "%g s after %g s ramp, a fresh tierd for each\n", o->profiles[0], f->qd,
+	printf("\n== fio check: %s, base_profile %s, QD %u per job (%u outstanding), "
+	       "%g s after %g s ramp, a fresh tierd for each\n", f->v->name, f->profile, f->qd,
 	       f->qd * o->images, o->runtime, o->ramp);
 	row_head("");
 	cell("tier-bench");
@@ -1047,6 +1081,14 @@ static void print_fio(const struct sopts *o, const struct fio_res *f)
 	else
 		cell("FAILED");
 	printf("\n");
+	row_head("client CPU (cores)");
+	cellf(r && r->wall_s > 0 ? r->cpu_s / r->wall_s : (double)NAN, 2);
+	cellf(f->ok && f->wall_s > 0 ? f->cpu_s / f->wall_s : (double)NAN, 2);
+	printf("\n");
+	row_head("tierd CPU (cores)");
+	cellf(r && r->wall_s > 0 && r->server_cpu_s >= 0 ? r->server_cpu_s / r->wall_s : (double)NAN, 2);
+	cellf(f->ok && f->wall_s > 0 && f->tierd_cpu_s >= 0 ? f->tierd_cpu_s / f->wall_s : (double)NAN, 2);
+	printf("\n");
 	if (!isnan(q))
 		printf("   tier-bench / fio IOPS: %.3f (goal: within 15%%): %s\n", q,
 		       fabs(q - 1) <= 0.15 ? "met" : "not met");
@@ -1068,7 +1110,7 @@ static void csv_str(FILE *f, const char *s)
 }
 
 #define CSV_HEAD "kind,variant,base_profile,qd,outstanding,ok,error,ops,seconds,write_ops," \
-		 "client_bytes,io_errors,job_iops_min,job_iops_max"
+		 "client_bytes,io_errors,job_iops_min,job_iops_max,client_cpu_cores,tierd_cpu_cores"
 
 static void csv_run(FILE *f, const char *kind, const struct task *t, size_t i, unsigned images)
 {
@@ -1078,12 +1120,17 @@ static void csv_run(FILE *f, const char *kind, const struct task *t, size_t i, u
 	fprintf(f, "%s,%s,%s,%u,%u,%d,", kind, t->v->name, t->profile, t->qds[i],
 		t->qds[i] * images, ok);
 	csv_str(f, ok ? "" : r ? t->run_err[i] : t->err);
-	if (ok)
-		fprintf(f, ",%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.1f,%.1f", r->ops,
+	if (ok) {
+		fprintf(f, ",%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.1f,%.1f,", r->ops,
 			r->secs, r->wr_ops, r->bytes, r->io_errors,
 			(double)r->job_ops_min / r->secs, (double)r->job_ops_max / r->secs);
-	else
-		fprintf(f, ",,,,,,,");
+		print_num(f, r->wall_s > 0 ? r->cpu_s / r->wall_s : (double)NAN, 3, false);
+		fputc(',', f);
+		print_num(f, r->wall_s > 0 && r->server_cpu_s >= 0 ? r->server_cpu_s / r->wall_s
+			  : (double)NAN, 3, false);
+	} else {
+		fprintf(f, ",,,,,,,,,");
+	}
 	for (int k = 0; k < C_NCOL; k++) {
 		fputc(',', f);
 		if (ok)
@@ -1119,7 +1166,7 @@ static void write_csv(const struct sopts *o, const struct task *ts, size_t n,
 				fprintf(f, "ratio,defaults/%s,%s,%u,%u,%d,", goals[g].vs, o->profiles[p],
 					o->qds[i], o->qds[i] * o->images, !why);
 				csv_str(f, why ? why : "");
-				fprintf(f, ",,,,,,,");
+				fprintf(f, ",,,,,,,,,");
 				for (int k = 0; k < C_NCOL; k++)
 					fputc(',', f);
 				fprintf(f, ",,,");
@@ -1130,10 +1177,14 @@ static void write_csv(const struct sopts *o, const struct task *ts, size_t n,
 		double q = fio_ratio(fr);
 		for (size_t i = 0; i < fr->tb.nqd; i++)
 			csv_run(f, "fio_check_tier_bench", &fr->tb, i, o->images);
-		fprintf(f, "fio_check_fio,defaults,%s,%u,%u,%d,", o->profiles[0], fr->qd,
+		fprintf(f, "fio_check_fio,%s,%s,%u,%u,%d,", fr->v->name, fr->profile, fr->qd,
 			fr->qd * o->images, fr->ok);
 		csv_str(f, fr->err);
-		fprintf(f, ",,,,,,,");
+		fprintf(f, ",,,,,,,,");
+		print_num(f, fr->ok && fr->wall_s > 0 ? fr->cpu_s / fr->wall_s : (double)NAN, 3, false);
+		fputc(',', f);
+		print_num(f, fr->ok && fr->wall_s > 0 && fr->tierd_cpu_s >= 0 ?
+			  fr->tierd_cpu_s / fr->wall_s : (double)NAN, 3, false);
 		for (int k = 0; k < C_NCOL; k++) {
 			fputc(',', f);
 			if (fr->ok && k == C_IOPS)
@@ -1169,9 +1220,11 @@ static void json_run(FILE *f, const struct task *t, size_t i, unsigned images)
 	}
 	fprintf(f, ",\"jobs\":%u,\"ops\":%" PRIu64 ",\"seconds\":%.3f,\"write_ops\":%" PRIu64
 		",\"read_ops\":%" PRIu64 ",\"client_bytes\":%" PRIu64 ",\"io_errors\":%" PRIu64
-		",\"job_iops_min\":%.1f,\"job_iops_max\":%.1f", r->njobs, r->ops, r->secs,
+		",\"job_iops_min\":%.1f,\"job_iops_max\":%.1f,\"run_wall_s\":%.3f,\"client_cpu_s\":%.3f"
+		",\"tierd_cpu_s\":", r->njobs, r->ops, r->secs,
 		r->wr_ops, r->rd_ops, r->bytes, r->io_errors, (double)r->job_ops_min / r->secs,
-		(double)r->job_ops_max / r->secs);
+		(double)r->job_ops_max / r->secs, r->wall_s, r->cpu_s);
+	print_num(f, r->server_cpu_s >= 0 ? r->server_cpu_s : (double)NAN, 3, true);
 	for (int k = 0; k < C_NCOL; k++) {
 		fprintf(f, ",\"%s\":", cols[k].csv);
 		print_num(f, col_value(r, (enum col)k), cols[k].prec + 2, true);
@@ -1270,8 +1323,10 @@ static void write_json(const struct sopts *o, const struct task *ts, size_t n,
 	} else {
 		double q = fio_ratio(fr);
 		const struct run *r = task_run(&fr->tb, fr->qd);
-		fprintf(f, "{\"variant\":\"defaults\",\"base_profile\":");
-		json_str(f, o->profiles[0]);
+		fprintf(f, "{\"variant\":");
+		json_str(f, fr->v->name);
+		fprintf(f, ",\"base_profile\":");
+		json_str(f, fr->profile);
 		fprintf(f, ",\"qd\":%u,\"outstanding\":%u,\"tier_bench_iops\":", fr->qd,
 			fr->qd * o->images);
 		print_num(f, r ? col_value(r, C_IOPS) : (double)NAN, 2, true);
@@ -1281,6 +1336,9 @@ static void write_json(const struct sopts *o, const struct task *ts, size_t n,
 		print_num(f, fr->ok ? fr->iops : (double)NAN, 2, true);
 		fprintf(f, ",\"fio_lat_mean_ms\":");
 		print_num(f, fr->ok ? fr->lat_mean_ms : (double)NAN, 4, true);
+		fprintf(f, ",\"fio_wall_s\":%.3f,\"fio_cpu_s\":%.3f,\"fio_tierd_cpu_s\":", fr->wall_s,
+			fr->cpu_s);
+		print_num(f, fr->tierd_cpu_s >= 0 ? fr->tierd_cpu_s : (double)NAN, 3, true);
 		fprintf(f, ",\"ratio\":");
 		print_num(f, q, 4, true);
 		fprintf(f, ",\"goal\":\"within 15%%\",\"met\":%s,\"tier_bench\":",
@@ -1453,6 +1511,7 @@ static void usage(FILE *f)
 	      "  --seed N            generator seed of job 0; job i uses N + i (default 1)\n"
 	      "  --csv FILE, --json FILE, --svg FILE   also write the results there\n"
 	      "  --fio-check         also run `defaults` through fio (ioengine=nbd) and compare\n"
+	      "  --fio-variant V     that variant instead of defaults (first --base-profile)\n"
 	      "  --fio-qd N          its queue depth per job (default 4 if in --qd, else the first)\n"
 	      "  --fio PATH          fio binary (default fio)\n"
 	      "  Exit status: 0 every variant ran; 1 one failed (reported, never as a number).\n",
@@ -1511,7 +1570,8 @@ static void parse_sargs(struct sopts *o, int argc, char **argv)
 		{"ramp", 1, NULL, 'R'}, {"variants", 1, NULL, 'v'}, {"base-profile", 1, NULL, 'p'},
 		{"seed", 1, NULL, 's'}, {"csv", 1, NULL, 'c'}, {"json", 1, NULL, 'j'},
 		{"svg", 1, NULL, 'g'}, {"fio-check", 0, NULL, 'F'}, {"fio-qd", 1, NULL, 'Q'},
-		{"fio", 1, NULL, 'f'}, {"help", 0, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"fio", 1, NULL, 'f'}, {"fio-variant", 1, NULL, 'V'}, {"help", 0, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	struct cfg qc = { 0 };
 	char *names[NVARIANTS * 2];
@@ -1519,7 +1579,7 @@ static void parse_sargs(struct sopts *o, int argc, char **argv)
 	int op;
 
 	*o = (struct sopts){ .fio = "fio", .images = 20, .image_size = 256ull << 20,
-			     .runtime = 10, .ramp = 2, .seed = 1 };
+			     .runtime = 10, .ramp = 2, .seed = 1, .fio_var = variant_find("defaults") };
 	parse_qds(&qc, "1,2,4,8,16");
 	parse_list("--base-profile", "hdd,hdd-journal", o->profiles, 8, &o->nprof);
 	for (size_t i = 0; i < NVARIANTS; i++)
@@ -1562,6 +1622,11 @@ static void parse_sargs(struct sopts *o, int argc, char **argv)
 		case 'F': o->fio_check = true; break;
 		case 'Q': o->fio_qd = (unsigned)parse_num("--fio-qd", optarg, 1, MAX_QD); break;
 		case 'f': o->fio = optarg; break;
+		case 'V':
+			o->fio_var = variant_find(optarg);
+			if (!o->fio_var)
+				sdie("--fio-variant: unknown '%s'", optarg);
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1641,7 +1706,9 @@ int scenario_main(int argc, char **argv)
 	}
 	if (o.fio_check) {
 		fr.qd = o.fio_qd;
-		fr.tb = (struct task){ .v = variant_find("defaults"), .profile = o.profiles[0],
+		fr.v = o.fio_var;
+		fr.profile = o.fio_var->profile ? o.fio_var->profile : o.profiles[0];
+		fr.tb = (struct task){ .v = fr.v, .profile = fr.profile,
 				       .nqd = 1, .qds = { o.fio_qd } };
 		say("fio check: tier-bench at QD %u per job, fresh tierd", o.fio_qd);
 		run_task(&o, &fr.tb);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -111,6 +112,41 @@ uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double self_cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return -1;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double proc_cpu_s(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	long tck = sysconf(_SC_CLK_TCK);
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0 || tck <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');     /* the name may hold spaces and parentheses */
+	/* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)tck;
 }
 
 /* ---- admin socket: one "perf dump" line out, one JSON line back ---- */
@@ -532,6 +568,7 @@ void bench_run_qd(struct bench *b, unsigned qd, struct run *r)
 	const struct cfg *c = b->c;
 	uint64_t t_start = now_ns(), t_count = 0, t_end = 0, counted_issued = 0;
 	uint64_t ramp_ns = (uint64_t)(c->ramp * 1e9), run_ns = (uint64_t)(c->runtime * 1e9);
+	double cpu0, scpu0;
 	bool stop = false;
 
 	if (qd < 1 || qd > MAX_QD)
@@ -555,6 +592,8 @@ void bench_run_qd(struct bench *b, unsigned qd, struct run *r)
 	memset(r, 0, sizeof(*r));
 	r->qd = qd;
 	r->njobs = (unsigned)b->njobs;
+	cpu0 = self_cpu_s();
+	scpu0 = proc_cpu_s(c->server_pid);
 	b->nlat = 0;
 	b->counting = ramp_ns == 0;
 	if (b->counting) {
@@ -604,6 +643,11 @@ void bench_run_qd(struct bench *b, unsigned qd, struct run *r)
 	}
 	t_end = now_ns();
 	r->secs = (double)(t_end - t_count) / 1e9;
+	r->wall_s = (double)(t_end - t_start) / 1e9;
+	r->cpu_s = self_cpu_s() - cpu0;
+	r->server_cpu_s = scpu0 < 0 ? -1 : proc_cpu_s(c->server_pid) - scpu0;
+	if (scpu0 >= 0 && r->server_cpu_s < 0)
+		r->server_cpu_s = -1;
 	counters_read(c->admin, &r->c1);
 	latency_summary(b, r);
 	r->job_ops_min = UINT64_MAX;

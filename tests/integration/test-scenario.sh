@@ -52,6 +52,8 @@ for v in base defaults; do
 	[ "$(jq -c --arg v "$v" '[.variants[] | select(.variant == $v) | .runs[].qd]' "$J")" = "[1,2]" ] ||
 		fail "variant $v did not produce runs at QD 1 and 2"
 done
+jq -e 'all(.variants[].runs[]; .client_cpu_s > 0 and .tierd_cpu_s > 0 and .run_wall_s >= .seconds)' \
+	"$J" >/dev/null || fail "no CPU accounting for tier-bench or tierd"
 jq -e 'all(.variants[].runs[]; .ok == true and .iops > 0 and .ops > 0 and .io_errors == 0
 	and .error == null and .outstanding == .qd * 2 and .jobs == 2 and .job_iops_min > 0
 	and .lat_mean_ms > 0 and .lat_mean_ms <= .lat_max_ms and .lat_p99_ms <= .lat_max_ms)' \
@@ -70,7 +72,11 @@ jq -e 'all(.ratios[] | select(.name != "defaults/base"); .value == null and .met
 	>/dev/null || fail "a ratio against a variant that did not run has a value"
 [ "$(jq '.seed_published | length' "$J")" = 2 ] || fail "seed's published numbers missing"
 [ "$(grep -c '^run,' "$WORK/s.csv")" = 4 ] || fail "CSV should have 4 run rows"
-awk -F, '$1 == "run" && ($6 != 1 || $15 <= 0) { bad = 1 } END { exit bad }' "$WORK/s.csv" ||
+# every row has the header's fields (no commas inside the quoted error fields here)
+awk -F, 'NR == 1 { n = NF } NF != n { bad = 1 } END { exit bad }' "$WORK/s.csv" ||
+	fail "CSV rows with a different number of fields than the header"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "iops") c = i; next }
+	$1 == "run" && ($6 != 1 || $c <= 0) { bad = 1 } END { exit bad || !c }' "$WORK/s.csv" ||
 	fail "CSV run rows not ok or without IOPS"
 grep -q '^== seed004 defaults, base_profile hdd' "$WORK/s.txt" || fail "no defaults table"
 grep -q '^defaults / base ' "$WORK/s.txt" || fail "no ratio row"
