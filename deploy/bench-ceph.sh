@@ -7,10 +7,16 @@
 #   a  fio ioengine=rbd on the base pool, no tier
 #   b  fio ioengine=rbd with Ceph's native writeback cache tier (pool `cache`
 #      as overlay of `base`), then the tier is flushed and removed
-#   c  fio ioengine=nbd through tierd (backend = rados) on the same pools
+#   c  fio ioengine=nbd through tierd (backend = rados) on the same pools,
+#      promote_granularity = object (whole objects, as Ceph)
 #   d  as c with promote_granularity = extent (beyond Ceph)
 #   e  as c with both promotion throttles off (tierd's default before ece7af3)
-# with the same tier settings for b, c, d and e: target, ratios, hitsets,
+#   f  tierd with its defaults: [tier] sets only target_max_bytes (extent
+#      admission, writes on first touch)
+#   g  tierd with tier_preset = ceph (Ceph's cache tiering in tierd), the
+#      target and the hit_set_period of b
+# Each tierd variant starts on a purged cache pool.  With the same tier
+# settings for b, c, d and e: target, ratios, hitsets,
 # recency, and for c and d the promotion throttle of Ceph's OSDs
 # (osd_tier_promote_max_bytes_sec / _objects_sec, read from the cluster).  Each run starts with an empty
 # cache.  Per run it records fio's JSON, `rados df -f json` before and after
@@ -22,7 +28,9 @@
 #        is the fair one: meson setup build-rel --buildtype=release)
 # Environment (defaults): RUNTIME=40 (s per run), QDS="16 1", SIZE=2G (image),
 #   TARGET=512M (target_max_bytes), HIT_SET_PERIOD=10, VARIANTS="a b c d e",
-#   OUT=(a new /tmp/tierd-bench.XXXXXX, kept), CEPH_DEV_MEMSTORE_BYTES=5G.
+#   OUT=(a new /tmp/tierd-bench.XXXXXX, kept), CEPH_DEV_MEMSTORE_BYTES=5G,
+#   CEPH_DIR= (a running deploy/ceph-dev-cluster DIR to use instead of starting
+#   a fresh memstore one; left running; the image is created and removed again)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,9 +47,17 @@ VARIANTS=${VARIANTS:-a b c d e}
 OUT=${OUT:-$(mktemp -d /tmp/tierd-bench.XXXXXX)}
 export CEPH_DEV_MEMSTORE_BYTES=${CEPH_DEV_MEMSTORE_BYTES:-5G}
 mkdir -p "$OUT"
-DIR=$(mktemp -d /tmp/tierd-bench-cluster.XXXXXX)
+if [ -n "${CEPH_DIR:-}" ]; then
+	DIR=$(cd "$CEPH_DIR" && pwd)
+	[ -f "$DIR/ceph.conf" ] || { echo "bench-ceph: no cluster in $DIR" >&2; exit 2; }
+	SOCK=$(mktemp -d /tmp/tierd-bench-sock.XXXXXX)   # tierd's sockets
+else
+	DIR=$(mktemp -d /tmp/tierd-bench-cluster.XXXXXX)
+	SOCK=$DIR
+fi
 IMG=bench
 TPID=
+IMG_MADE=
 PY=python3
 
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -51,8 +67,13 @@ bytes() { numfmt --from=iec "$1"; }
 
 finish() {
 	[ -n "$TPID" ] && kill -KILL "$TPID" 2>/dev/null
-	"$root/deploy/ceph-dev-cluster" stop "$DIR" >/dev/null 2>&1 || true
-	rm -rf "$DIR"
+	if [ -n "${CEPH_DIR:-}" ]; then
+		[ -n "$IMG_MADE" ] && R 120 rbd -c "$DIR/ceph.conf" rm "base/$IMG" >/dev/null 2>&1
+		rm -rf "$SOCK"
+	else
+		"$root/deploy/ceph-dev-cluster" stop "$DIR" >/dev/null 2>&1 || true
+		rm -rf "$DIR"
+	fi
 	log "results in $OUT"
 }
 trap finish EXIT
@@ -84,12 +105,29 @@ df_snap() {
 	R 60 ceph tell osd.1 perf dump -f json >"$OUT/$1.osd1.json" 2>/dev/null || true
 }
 
+tier_conf_min() {   # tier_conf_min EXTRA-LINE...: tierd config, [tier] target only
+	cat >"$OUT/tierd.conf" <<CFG
+[global]
+backend = rados
+listen = unix:$SOCK/tierd.sock
+admin_socket = $SOCK/tierd.asok
+log_level = info
+[rados]
+conf = $DIR/ceph.conf
+base_pool = base
+cache_pool = cache
+[tier]
+CFG
+	printf '%s\n' "$@" "target_max_bytes = $TARGET" >>"$OUT/tierd.conf"
+	printf '[image.%s]\nrbd_image = %s\n' "$IMG" "$IMG" >>"$OUT/tierd.conf"
+}
+
 tier_conf() {   # tier_conf EXTRA-LINE...: tierd config for variants c, d
 	cat >"$OUT/tierd.conf" <<CFG
 [global]
 backend = rados
-listen = unix:$DIR/tierd.sock
-admin_socket = $DIR/tierd.asok
+listen = unix:$SOCK/tierd.sock
+admin_socket = $SOCK/tierd.asok
 log_level = info
 [rados]
 conf = $DIR/ceph.conf
@@ -111,10 +149,15 @@ CFG
 }
 
 tierd_start() {
+	# an empty cache pool for every tierd: a new tierd does not take over the
+	# objects an earlier one left (its gauges start at 0, `evict --wait` leaves
+	# them, writes hit them), so purge them (their dirty data is dropped)
+	R 300 rados purge cache --yes-i-really-really-mean-it >>"$OUT/ceph-cli.log" 2>&1 ||
+		{ echo "bench-ceph: rados purge cache failed" >&2; exit 1; }
 	"$TIERD" --config "$OUT/tierd.conf" 2>>"$OUT/tierd.log" &
 	TPID=$!
 	for _ in $(seq 1 300); do
-		R 10 nbdinfo --size "nbd+unix:///$IMG?socket=$DIR/tierd.sock" >/dev/null 2>&1 && return 0
+		R 10 nbdinfo --size "nbd+unix:///$IMG?socket=$SOCK/tierd.sock" >/dev/null 2>&1 && return 0
 		kill -0 "$TPID" 2>/dev/null || { tail "$OUT/tierd.log" >&2; exit 1; }
 		sleep 0.1
 	done
@@ -165,12 +208,12 @@ run() {   # run VARIANT QD
 		df_snap "$tag.before"; fio_rbd "$qd" "$tag"; df_snap "$tag.after"
 		R 60 ceph df detail -f json >"$OUT/$tag.cephdf.json"
 		;;
-	c | d | e)
-		R 600 "$TIERCTL" --socket "$DIR/tierd.asok" evict --wait >/dev/null
-		R 30 "$TIERCTL" --socket "$DIR/tierd.asok" perf dump >"$OUT/$tag.perf.before.json"
+	c | d | e | f | g)
+		R 600 "$TIERCTL" --socket "$SOCK/tierd.asok" evict --wait >/dev/null
+		R 30 "$TIERCTL" --socket "$SOCK/tierd.asok" perf dump >"$OUT/$tag.perf.before.json"
 		df_snap "$tag.before"
-		fio_job "$qd" "$tag" --ioengine=nbd --uri="nbd+unix:///$IMG?socket=$DIR/tierd.sock"
-		R 30 "$TIERCTL" --socket "$DIR/tierd.asok" perf dump >"$OUT/$tag.perf.after.json"
+		fio_job "$qd" "$tag" --ioengine=nbd --uri="nbd+unix:///$IMG?socket=$SOCK/tierd.sock"
+		R 30 "$TIERCTL" --socket "$SOCK/tierd.asok" perf dump >"$OUT/$tag.perf.after.json"
 		df_snap "$tag.after"
 		;;
 	esac
@@ -193,11 +236,17 @@ print(*[o["value"] for o in json.load(open(sys.argv[1])) if o["name"] in ("build
 : >"$OUT/runs"
 
 # ---- cluster and image
-log "starting a fresh cluster in $DIR (memstore ${CEPH_DEV_MEMSTORE_BYTES} per OSD)"
-"$root/deploy/ceph-dev-cluster" start "$DIR"
+if [ -n "${CEPH_DIR:-}" ]; then
+	log "using the running cluster in $DIR"
+	"$root/deploy/ceph-dev-cluster" status "$DIR" >/dev/null || { echo "bench-ceph: cluster in $DIR is not healthy" >&2; exit 1; }
+else
+	log "starting a fresh cluster in $DIR (memstore ${CEPH_DEV_MEMSTORE_BYTES} per OSD)"
+	"$root/deploy/ceph-dev-cluster" start "$DIR"
+fi
 eval "$("$root/deploy/ceph-dev-cluster" env "$DIR")"
 export CEPH_CONF
 R 60 rbd create --size "$SIZE" --image-feature layering "base/$IMG"
+IMG_MADE=1
 log "prefilling base/$IMG ($SIZE)"
 R 600 fio --name=fill --ioengine=rbd --clientname=admin --pool=base --rbdname="$IMG" \
 	--rw=write --bs=4M --iodepth=4 --size="$SIZE" --output-format=terse >/dev/null
@@ -214,11 +263,14 @@ for v in $VARIANTS; do
 	case $v in
 	a) for qd in $QDS; do run a "$qd"; done ;;
 	b) native_tier_on; for qd in $QDS; do run b "$qd"; done; native_tier_off ;;
-	c) tier_conf "$throttle"; tierd_start; for qd in $QDS; do run c "$qd"; done; tierd_stop ;;
+	c) tier_conf "$throttle" "promote_granularity = object"; tierd_start; for qd in $QDS; do run c "$qd"; done; tierd_stop ;;
 	d) tier_conf "$throttle" "promote_granularity = extent"; tierd_start
 	   for qd in $QDS; do run d "$qd"; done; tierd_stop ;;
-	e) tier_conf "promote_max_bytes_sec = 0
+	e) tier_conf "promote_granularity = object" "promote_max_bytes_sec = 0
 promote_max_objects_sec = 0"; tierd_start; for qd in $QDS; do run e "$qd"; done; tierd_stop ;;
+	f) tier_conf_min; tierd_start; for qd in $QDS; do run f "$qd"; done; tierd_stop ;;
+	g) tier_conf_min "tier_preset = ceph" "hit_set_period = $HIT_SET_PERIOD"; tierd_start
+	   for qd in $QDS; do run g "$qd"; done; tierd_stop ;;
 	esac
 done
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
@@ -229,7 +281,8 @@ import json, os, sys
 out = sys.argv[1]
 names = {"a": "a. rbd, no tier", "b": "b. rbd, Ceph native tier",
          "c": "c. tierd, object", "d": "d. tierd, extent",
-         "e": "e. tierd, object, no throttle"}
+         "e": "e. tierd, object, no throttle", "f": "f. tierd, defaults",
+         "g": "g. tierd, tier_preset = ceph"}
 def load(p):
     try:
         return json.load(open(os.path.join(out, p)))
