@@ -519,7 +519,8 @@ static void evict_cb(struct tier_store_op *op)
 }
 
 /*
- * A dirty copy (agent_evict_dirty) is flushed first, writes to it waiting
+ * A dirty copy (a victim only with agent_evict_dirty: tier__decide_evict) is
+ * flushed first, writes to it waiting
  * (EVICT_AFTER_FLUSH), and evicted when the flush ends (flush_end), if it
  * is clean then and nothing is queued on it.
  */
@@ -544,7 +545,7 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 
 	if (tier__obj_busy(o) || (o->flags & TIER__OF_VUNK))
 		return -EBUSY;
-	if (o->state == TIER__DIRTY && e->p.agent_evict_dirty)
+	if (o->state == TIER__DIRTY)   /* a dirty victim: tier__decide_evict allowed it */
 		return evict_dirty(e, img, o);
 	if (o->state != TIER__CLEAN)
 		return -EBUSY;
