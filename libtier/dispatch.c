@@ -811,11 +811,16 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		tier__promote_start(e, x->img, o, x);
 		return true;
 	case TIER__R_FLUSH_FIRST:
+		/*
+		 * Counted first: a flush that fails inside tier__flush_start (ENOMEM)
+		 * kicks this queue again, and that run may finish x; x is not
+		 * touched after a successful start.
+		 */
+		x->tries++;
 		if (tier__flush_start(e, x->img, o) < 0) {
 			finish_now(e, o, x, -EIO);   /* no safe order left */
 			return true;
 		}
-		x->tries++;
 		return false;
 	case TIER__R_DROP_THEN_PROXY:
 		start_drop(e, o, x, false);

@@ -59,11 +59,20 @@ static void flush_end(struct tier__job *j, bool failed)
 	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
 	e->agent_flushing--;
 	if (o->flags & TIER__OF_EVICT_AFTER_FLUSH) {
-		/* the flush of an eviction: evict the copy now it is clean, unless written meanwhile */
+		/*
+		 * The flush of an eviction: evict the copy now it is clean, unless
+		 * its image closed (the copy stays for the next open) or writes
+		 * queued meanwhile: then the object is not cold, and the agent
+		 * leaves it alone for as long as the flush took.
+		 */
+		uint64_t now = tier__eng_now_ms(e), d = now - j->t_start_ms;
+
 		o->flags &= (uint16_t)~TIER__OF_EVICT_AFTER_FLUSH;
 		e->agent_evicting--;
-		if (o->state == TIER__CLEAN)
-			(void)tier__evict_start(e, j->img, o);
+		if (o->state == TIER__CLEAN && !j->img->closed &&
+		    tier__evict_start(e, j->img, o) == -EBUSY && o->qhead)
+			tier__agent_cool(e, o, now + (d > e->p.cache_min_flush_age ? d :
+						      e->p.cache_min_flush_age));
 	}
 	tier__job_free(j);
 }

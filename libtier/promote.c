@@ -160,8 +160,12 @@ static void promote_cb(struct tier_store_op *op)
 		return;
 	}
 	if (r < 0) {
-		/* EEXIST: a leftover object; anything else may have left a partial one */
-		if (r != -EEXIST)
+		/*
+		 * EEXIST: a leftover object; EINVAL: an op the store refused (an
+		 * engine bug, logged), not a pool problem; anything else may have
+		 * left a partial object.  STALE either way: a drop goes first.
+		 */
+		if (r != -EEXIST && r != -EINVAL)
 			tier__cache_error(e, r);
 		o->flags |= TIER__OF_STALE;
 		promote_done(j, false);
