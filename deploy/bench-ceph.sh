@@ -105,24 +105,7 @@ df_snap() {
 	R 60 ceph tell osd.1 perf dump -f json >"$OUT/$1.osd1.json" 2>/dev/null || true
 }
 
-tier_conf_min() {   # tier_conf_min EXTRA-LINE...: tierd config, [tier] target only
-	cat >"$OUT/tierd.conf" <<CFG
-[global]
-backend = rados
-listen = unix:$SOCK/tierd.sock
-admin_socket = $SOCK/tierd.asok
-log_level = info
-[rados]
-conf = $DIR/ceph.conf
-base_pool = base
-cache_pool = cache
-[tier]
-CFG
-	printf '%s\n' "$@" "target_max_bytes = $TARGET" >>"$OUT/tierd.conf"
-	printf '[image.%s]\nrbd_image = %s\n' "$IMG" "$IMG" >>"$OUT/tierd.conf"
-}
-
-tier_conf() {   # tier_conf EXTRA-LINE...: tierd config for variants c, d
+tier_conf_min() {   # tier_conf_min EXTRA-LINE...: tierd config, [tier] target and the lines
 	cat >"$OUT/tierd.conf" <<CFG
 [global]
 backend = rados
@@ -135,17 +118,16 @@ base_pool = base
 cache_pool = cache
 [tier]
 target_max_bytes = $TARGET
-cache_target_dirty_ratio = 0.4
-cache_target_dirty_high_ratio = 0.6
-cache_target_full_ratio = 0.8
-hit_set_type = bloom
-hit_set_count = 4
-hit_set_period = $HIT_SET_PERIOD
-min_read_recency_for_promote = 1
-min_write_recency_for_promote = 1
 CFG
 	printf '%s\n' "$@" >>"$OUT/tierd.conf"
 	printf '[image.%s]\nrbd_image = %s\n' "$IMG" "$IMG" >>"$OUT/tierd.conf"
+}
+
+tier_conf() {   # tier_conf EXTRA-LINE...: tierd config for variants c, d, e: b's tier settings
+	tier_conf_min "cache_target_dirty_ratio = 0.4" "cache_target_dirty_high_ratio = 0.6" \
+		"cache_target_full_ratio = 0.8" "hit_set_type = bloom" "hit_set_count = 4" \
+		"hit_set_period = $HIT_SET_PERIOD" "min_read_recency_for_promote = 1" \
+		"min_write_recency_for_promote = 1" "$@"
 }
 
 tierd_start() {

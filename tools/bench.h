@@ -98,6 +98,7 @@ double col_value(const struct run *r, enum col k);
 double run_delta(const struct run *r, enum ctr_id i);
 double ratio(double a, double b);
 void print_num(FILE *f, double v, int prec, bool json);
+void json_run_columns(FILE *f, const struct run *r);
 void json_str(FILE *f, const char *s);
 FILE *open_out(const char *path);
 void close_out(FILE *f, const char *path);

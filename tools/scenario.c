@@ -1225,19 +1225,7 @@ static void json_run(FILE *f, const struct task *t, size_t i, unsigned images)
 		r->wr_ops, r->rd_ops, r->bytes, r->io_errors, (double)r->job_ops_min / r->secs,
 		(double)r->job_ops_max / r->secs, r->wall_s, r->cpu_s);
 	print_num(f, r->server_cpu_s >= 0 ? r->server_cpu_s : (double)NAN, 3, true);
-	for (int k = 0; k < C_NCOL; k++) {
-		fprintf(f, ",\"%s\":", cols[k].csv);
-		print_num(f, col_value(r, (enum col)k), cols[k].prec + 2, true);
-	}
-	if (r->c1.ok) {
-		fprintf(f, ",\"tierd_delta\":{");
-		for (int k = 0; k < CTR_MAX; k++)
-			if (k != CTR_cached_bytes && k != CTR_dirty_bytes)
-				fprintf(f, "%s\"%s\":%.0f", k ? "," : "", ctr_names[k],
-					run_delta(r, (enum ctr_id)k));
-		fprintf(f, "},\"tierd_end\":{\"cached_bytes\":%.0f,\"dirty_bytes\":%.0f}",
-			r->c1.v[CTR_cached_bytes], r->c1.v[CTR_dirty_bytes]);
-	}
+	json_run_columns(f, r);
 	fputc('}', f);
 }
 

@@ -718,6 +718,24 @@ double col_value(const struct run *r, enum col k)
 	return (double)NAN;
 }
 
+/* A run's table columns and tierd counter deltas as JSON members (",key":value...). */
+void json_run_columns(FILE *f, const struct run *r)
+{
+	for (int k = 0; k < C_NCOL; k++) {
+		fprintf(f, ",\"%s\":", cols[k].csv);
+		print_num(f, col_value(r, (enum col)k), cols[k].prec + 2, true);
+	}
+	if (!r->c1.ok)
+		return;
+	fprintf(f, ",\"tierd_delta\":{");
+	for (int k = 0; k < CTR_MAX; k++)
+		if (k != CTR_cached_bytes && k != CTR_dirty_bytes)
+			fprintf(f, "%s\"%s\":%.0f", k ? "," : "", ctr_names[k],
+				run_delta(r, (enum ctr_id)k));
+	fprintf(f, "},\"tierd_end\":{\"cached_bytes\":%.0f,\"dirty_bytes\":%.0f}",
+		r->c1.v[CTR_cached_bytes], r->c1.v[CTR_dirty_bytes]);
+}
+
 void print_num(FILE *f, double v, int prec, bool json)
 {
 	if (isnan(v))
@@ -834,19 +852,7 @@ static void write_json(const struct cfg *c, const struct run *runs, size_t n)
 			",\"io_errors\":%" PRIu64 ",\"verified\":%" PRIu64 ",\"verify_errors\":%"
 			PRIu64, i ? "," : "", r->qd, r->ops, r->secs, r->rd_ops, r->wr_ops,
 			r->bytes, r->io_errors, r->verified, r->verify_errors);
-		for (int k = 0; k < C_NCOL; k++) {
-			fprintf(f, ",\"%s\":", cols[k].csv);
-			print_num(f, col_value(r, (enum col)k), cols[k].prec + 2, true);
-		}
-		if (r->c1.ok) {
-			fprintf(f, ",\"tierd_delta\":{");
-			for (int k = 0; k < CTR_MAX; k++)
-				if (k != CTR_cached_bytes && k != CTR_dirty_bytes)
-					fprintf(f, "%s\"%s\":%.0f", k ? "," : "", ctr_names[k],
-						run_delta(r, (enum ctr_id)k));
-			fprintf(f, "},\"tierd_end\":{\"cached_bytes\":%.0f,\"dirty_bytes\":%.0f}",
-				r->c1.v[CTR_cached_bytes], r->c1.v[CTR_dirty_bytes]);
-		}
+		json_run_columns(f, r);
 		fprintf(f, "}");
 	}
 	fprintf(f, "]}\n");
