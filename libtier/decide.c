@@ -50,7 +50,11 @@ static struct tier__decision go(enum tier__route r, const char *why)
  * both, readproxy only writes, readonly only reads, proxy and none
  * nothing), a degraded cache pool, the cache over 100% of its target
  * (admitted bytes included), then Ceph's recency rule or else the eviction
- * policy's hint.  The token buckets come after (promote.c).
+ * policy's hint.  With admission = tinylfu, once the cache is at its full
+ * target (cache_target_full_ratio) a miss must also be more frequent than
+ * the object it would push out (TinyLFU: estimate > the victim's), so a
+ * one-off does not evict a popular object.  The token buckets come after
+ * (promote.c).
  */
 bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write)
 {
@@ -62,7 +66,11 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
 		return false;
 	if (s->degraded || s->full >= 1.0)
 		return false;
-	return s->recent || s->hint;
+	if (!s->recent && !s->hint)
+		return false;
+	if (p->admission == TIER_ADMIT_TINYLFU && s->full >= p->cache_target_full_ratio)
+		return s->freq > s->victim_freq;
+	return true;
 }
 
 /*

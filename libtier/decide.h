@@ -64,7 +64,9 @@ struct tier__dstate {
 	double full_less_own;  /* hints: the full ratio less their own reservation */
 	/* admission */
 	bool recent;           /* Ceph's recency rule held before this access */
-	bool hint;             /* the eviction policy would admit it (S3-FIFO ghost) */
+	bool hint;             /* the eviction policy would admit it (S3-FIFO, ARC ghost) */
+	uint8_t freq;          /* admission = tinylfu: the sketch's estimate, this access included */
+	uint8_t victim_freq;   /* and the estimate of the policy's coldest cached object */
 };
 
 struct tier__decision {

@@ -240,6 +240,8 @@ static void record_access(struct tier_engine *e, struct tier__obj *o, struct tie
 		return;
 	x->seen |= 1;
 	tier__hitsets_insert(e->hs, o->key);
+	if (e->p.admission == TIER_ADMIT_TINYLFU)
+		tier__sketch_add(e->sk, o->key);
 	if (o->state != TIER__ABSENT)
 		e->pol->ops->access(e->pol, o->key, tier__eng_now_ms(e));
 }
@@ -304,16 +306,19 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 		return;
 	case TIER__R_HIT_PARTIAL:
 		e->st.read_misses++;
+		e->st.read_miss_bytes += x->len;
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_EXTENT_MISS:
 		e->st.read_misses++;
+		e->st.read_miss_bytes += x->len;
 		x->step = XS_READ_RUNS;
 		read_next(e, o, x);
 		return;
 	default:   /* PROXY, PROXY_THEN_PROMOTE */
 		e->st.read_misses++;
+		e->st.read_miss_bytes += x->len;
 		e->st.proxy_reads++;
 		e->st.proxy_read_bytes += x->len;
 		if (route == TIER__R_PROXY_THEN_PROMOTE)
@@ -657,6 +662,20 @@ static bool range_any_dirty(const struct tier_engine *e, const struct tier__obj 
 	return false;
 }
 
+/* TinyLFU: the miss's estimated frequency (this access included) and the victim's. */
+static void tinylfu_state(struct tier_engine *e, const struct tier__obj *o,
+			  const struct tier__ext *x, struct tier__dstate *s)
+{
+	unsigned f = tier__sketch_estimate(e->sk, o->key);
+	uint64_t victim;
+
+	if (!(x->seen & 1))
+		f++;
+	s->freq = (uint8_t)(f > 15 ? 15 : f);
+	if (e->pol->ops->coldest(e->pol, &victim, 1, NULL, NULL) == 1)
+		s->victim_freq = (uint8_t)tier__sketch_estimate(e->sk, victim);
+}
+
 /* What tier__decide may look at, for the piece x at the head of o's queue. */
 static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		       const struct tier__ext *x, struct tier__dstate *s)
@@ -695,6 +714,9 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 
 		s->recent = !(x->seen & 1) && x->req && tier__hitsets_recent(e->hs, o->key, n);
 		s->hint = !s->recent && e->pol->ops->admit && e->pol->ops->admit(e->pol, o->key);
+		if (e->p.admission == TIER_ADMIT_TINYLFU && (s->recent || s->hint) &&
+		    s->full >= e->p.cache_target_full_ratio)
+			tinylfu_state(e, o, x, s);
 	}
 }
 
@@ -750,10 +772,12 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	if (d.nocache)
 		x->nocache = 1;
 	if (d.count != TIER__C_NONE && !(x->seen & 2)) {
-		if (d.count == TIER__C_HIT)
+		if (d.count == TIER__C_HIT) {
 			e->st.write_hits++;
-		else
+		} else {
 			e->st.write_misses++;
+			e->st.write_miss_bytes += x->len;
+		}
 	}
 	if (d.count != TIER__C_NONE)
 		x->seen |= 2;

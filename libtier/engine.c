@@ -281,7 +281,8 @@ static int check_params(const struct tier_params *p, uint32_t *nbits)
 		return -EINVAL;
 	if ((int)p->cache_mode < 0 || p->cache_mode > TIER_MODE_NONE ||
 	    (int)p->promote_granularity < 0 || p->promote_granularity > TIER_GRAN_EXTENT ||
-	    (int)p->evict_policy < 0 || p->evict_policy > TIER_EVICT_S3FIFO)
+	    (int)p->evict_policy < 0 || p->evict_policy > TIER_EVICT_ARC ||
+	    (int)p->admission < 0 || p->admission > TIER_ADMIT_TINYLFU)
 		return -EINVAL;
 	if (!p->hit_set_count || !p->hit_set_period || !p->agent_max_ops || !p->agent_max_low_ops)
 		return -EINVAL;
@@ -329,6 +330,9 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 	rc = tier__policy_create(e->p.evict_policy, e->hs, &e->p, tier__policy_capacity(e), &e->pol);
 	if (rc < 0)
 		goto out;
+	rc = tier__sketch_create(hitset_capacity(&e->p), &e->sk);
+	if (rc < 0)
+		goto out;
 	e->tb_last_ns = tier__eng_now_ns(e);
 	e->tb_bytes = (double)(e->p.promote_max_bytes_sec > e->p.object_size ?
 			       e->p.promote_max_bytes_sec : e->p.object_size);
@@ -346,6 +350,7 @@ void tier_engine_destroy(struct tier_engine *e)
 	if (!e)
 		return;
 	tier__policy_destroy(e->pol);
+	tier__sketch_destroy(e->sk);
 	tier__hitsets_destroy(e->hs);
 	tier__map_fini(e);
 	tier__ext_pool_fini(e);
@@ -487,6 +492,13 @@ int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info
 			    size_t max)
 {
 	return tier__hitsets_info(e->hs, out, max);
+}
+
+size_t tier_engine_policy_bytes_per_object(const struct tier_engine *e)
+{
+	size_t b = tier__policy_bytes(e->pol) + tier__sketch_bytes(e->sk);
+
+	return e->n_cached ? b / e->n_cached : b;
 }
 
 size_t tier_engine_bytes_per_object(const struct tier_engine *e)

@@ -177,6 +177,7 @@ struct tier_engine {
 	size_t n_hot, cap_hot;
 	struct tier__hitsets *hs;
 	struct tier__policy *pol;
+	struct tier__sketch *sk;        /* admission = tinylfu: access frequencies */
 	struct tier_stats st;
 
 	double tb_bytes, tb_objs;       /* promotion token buckets */

@@ -36,7 +36,8 @@ struct pdesc {
 
 static const char *const mode_names[] = {"writeback", "readproxy", "proxy", "readonly", "none"};
 static const char *const gran_names[] = {"object", "extent"};
-static const char *const evict_names[] = {"hitset", "s3fifo"};
+static const char *const evict_names[] = {"hitset", "s3fifo", "lru", "arc"};
+static const char *const admission_names[] = {"recency", "tinylfu"};
 static const char *const hitset_type_names[] = {"bloom"};
 static const char *const wmiss_names[] = {"proxy", "promote"};
 
@@ -56,6 +57,7 @@ static const struct pdesc table[] = {
 	PDESC_E(promote_granularity, gran_names, TIER_GRAN_EXTENT)
 	PDESC_E(evict_policy, evict_names, TIER_EVICT_HITSET)
 	PDESC_E(write_miss, wmiss_names, TIER_WMISS_PROXY)
+	PDESC_E(admission, admission_names, TIER_ADMIT_RECENCY)
 	TIER_PARAMS_U(PDESC_U)
 	TIER_PARAMS_D(PDESC_D)
 };
@@ -106,6 +108,7 @@ _Static_assert(sizeof(enum tier_cache_mode) == sizeof(int), "enum storage");
 _Static_assert(sizeof(enum tier_granularity) == sizeof(int), "enum storage");
 _Static_assert(sizeof(enum tier_evict_policy) == sizeof(int), "enum storage");
 _Static_assert(sizeof(enum tier_write_miss) == sizeof(int), "enum storage");
+_Static_assert(sizeof(enum tier_admission) == sizeof(int), "enum storage");
 
 void tier_params_default(struct tier_params *p)
 {
@@ -141,11 +144,13 @@ static const struct {
 	{ "ceph", "Ceph's cache tiering: whole-object promotion, proxy write, recency 1, 5 MiB/s + 25/s throttle",
 	  { "promote_granularity=object", "write_miss=proxy", "min_write_recency_for_promote=1",
 	    "min_read_recency_for_promote=1", "promote_max_bytes_sec=5M",
-	    "promote_max_objects_sec=25", "evict_policy=hitset", "agent_evict_dirty=0", NULL } },
+	    "promote_max_objects_sec=25", "evict_policy=hitset", "agent_evict_dirty=0",
+	    "admission=recency", NULL } },
 	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object first",
 	  { "promote_granularity=object", "write_miss=promote", "min_write_recency_for_promote=0",
 	    "min_read_recency_for_promote=0", "promote_max_bytes_sec=0",
-	    "promote_max_objects_sec=0", "evict_policy=hitset", "agent_evict_dirty=0", NULL } },
+	    "promote_max_objects_sec=0", "evict_policy=hitset", "agent_evict_dirty=0",
+	    "admission=recency", NULL } },
 };
 
 const char *tier_params_preset_info(size_t i, const char **what)

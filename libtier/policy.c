@@ -25,6 +25,10 @@ int tier__policy_create(enum tier_evict_policy which, const struct tier__hitsets
 		return tier__policy_hitset_create(hs, prm, out);
 	case TIER_EVICT_S3FIFO:
 		return tier__policy_s3fifo_create(capacity_objects, out);
+	case TIER_EVICT_LRU:
+		return tier__policy_lru_create(out);
+	case TIER_EVICT_ARC:
+		return tier__policy_arc_create(out);
 	}
 	return -EINVAL;
 }
@@ -33,6 +37,11 @@ void tier__policy_destroy(struct tier__policy *p)
 {
 	if (p)
 		p->ops->destroy(p);
+}
+
+size_t tier__policy_bytes(const struct tier__policy *p)
+{
+	return p && p->ops->bytes ? p->ops->bytes(p) : 0;
 }
 
 static uint32_t slot_of(uint64_t key, uint32_t mask)

@@ -32,6 +32,8 @@ struct tier__policy_ops {
 	/* Whether the policy would admit a new object now (ghost/frequency hints);
 	 * may be NULL = always. */
 	bool (*admit)(struct tier__policy *p, uint64_t key);
+	/* Bytes the policy holds (nodes, index, ghosts): tier-sim's memory per object. */
+	size_t (*bytes)(const struct tier__policy *p);
 };
 
 struct tier__policy {
@@ -43,8 +45,27 @@ int tier__policy_hitset_create(const struct tier__hitsets *hs, const struct tier
 			       struct tier__policy **out);
 /* S3-FIFO (small FIFO 10%, main FIFO, ghost queue); capacity in objects. */
 int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **out);
+/* LRU: one recency list, the baseline. */
+int tier__policy_lru_create(struct tier__policy **out);
+/* ARC: T1/T2 and their ghosts B1/B2; capacity = the cached objects it tracks. */
+int tier__policy_arc_create(struct tier__policy **out);
+/* ARC's current target size of T1 (tests). */
+uint64_t tier__policy_arc_target(const struct tier__policy *p);
 int tier__policy_create(enum tier_evict_policy which, const struct tier__hitsets *hs,
 			const struct tier_params *prm, uint64_t capacity_objects,
 			struct tier__policy **out);
 void tier__policy_destroy(struct tier__policy *p);   /* NULL ok */
+size_t tier__policy_bytes(const struct tier__policy *p);
+
+/*
+ * TinyLFU's frequency sketch (policy_sketch.c): a count-min sketch of 4-bit
+ * counters, width >= objects, halved every 10 x width additions.
+ */
+struct tier__sketch;
+int tier__sketch_create(uint64_t objects, struct tier__sketch **out);
+void tier__sketch_destroy(struct tier__sketch *s);   /* NULL ok */
+void tier__sketch_add(struct tier__sketch *s, uint64_t key);
+unsigned tier__sketch_estimate(const struct tier__sketch *s, uint64_t key);   /* 0..15 */
+size_t tier__sketch_bytes(const struct tier__sketch *s);
+uint64_t tier__sketch_resets(const struct tier__sketch *s);
 #endif

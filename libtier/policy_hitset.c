@@ -188,6 +188,13 @@ static size_t hp_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 	return n;
 }
 
+static size_t hp_bytes(const struct tier__policy *p)
+{
+	const struct hp_policy *hp = (const struct hp_policy *)p;
+
+	return sizeof(*hp) + tier__kpool_bytes(&hp->pool) + hp->scratch_cap * sizeof(*hp->scratch);
+}
+
 static const struct tier__policy_ops hp_ops = {
 	.name = "hitset",
 	.destroy = hp_destroy,
@@ -196,6 +203,7 @@ static const struct tier__policy_ops hp_ops = {
 	.remove = hp_remove,
 	.coldest = hp_coldest,
 	.admit = NULL,
+	.bytes = hp_bytes,
 };
 
 int tier__policy_hitset_create(const struct tier__hitsets *hs, const struct tier_params *prm,

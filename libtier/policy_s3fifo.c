@@ -242,6 +242,13 @@ static bool s3_admit(struct tier__policy *p, uint64_t key)
 	return idx != TIER__KNIL && s3_node(s, idx)->queue == S3_GHOST;
 }
 
+static size_t s3_bytes(const struct tier__policy *p)
+{
+	const struct s3_policy *s = (const struct s3_policy *)p;
+
+	return sizeof(*s) + tier__kpool_bytes(&s->pool);
+}
+
 static const struct tier__policy_ops s3_ops = {
 	.name = "s3fifo",
 	.destroy = s3_destroy,
@@ -250,6 +257,7 @@ static const struct tier__policy_ops s3_ops = {
 	.remove = s3_remove,
 	.coldest = s3_coldest,
 	.admit = s3_admit,
+	.bytes = s3_bytes,
 };
 
 int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **out)

@@ -150,6 +150,12 @@ out:
 int opt_simulate(const uint64_t *ids, size_t n, uint64_t capacity, bool bypass,
 		 size_t warm, struct opt_result *out)
 {
+	return opt_simulate_w(ids, NULL, n, capacity, bypass, warm, out);
+}
+
+int opt_simulate_w(const uint64_t *ids, const uint32_t *w, size_t n, uint64_t capacity,
+		   bool bypass, size_t warm, struct opt_result *out)
+{
 	uint32_t *dense = NULL, n_objs = 0;
 	uint64_t *next = NULL, *first = NULL;
 	uint64_t *cur = NULL;   /* cur[obj]: next use + 1 if resident, else 0 */
@@ -181,6 +187,8 @@ int opt_simulate(const uint64_t *ids, size_t n, uint64_t capacity, bool bypass,
 		/* positions are stored +1 so that 0 means "not resident" */
 		uint64_t key = next[i] + 1;
 
+		if (i >= warm)
+			out->bytes += w ? w[i] : 1;
 		if (cur[o]) {
 			cur[o] = key;
 			heap_push(&h, (struct heap_ent){ key, o });
@@ -188,6 +196,7 @@ int opt_simulate(const uint64_t *ids, size_t n, uint64_t capacity, bool bypass,
 		}
 		if (i >= warm) {
 			out->misses++;
+			out->miss_bytes += w ? w[i] : 1;
 			out->compulsory += first[o] == i;
 		}
 		if (capacity == 0)
@@ -218,5 +227,92 @@ out:
 	free(first);
 	free(cur);
 	free(h.a);
+	return ret;
+}
+
+/* ---- LRU: a list threaded through dense object indexes ---- */
+
+#define LRU_NIL UINT32_MAX
+
+int lru_simulate(const uint64_t *ids, const uint32_t *w, size_t n, uint64_t capacity,
+		 size_t warm, struct opt_result *out)
+{
+	struct idmap m = { 0 };
+	uint32_t *prev = NULL, *next = NULL, head = LRU_NIL, tail = LRU_NIL, nd = 0;
+	uint8_t *in = NULL, *seen = NULL;
+	uint64_t resident = 0;
+	int ret = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	if (warm > n)
+		warm = n;
+	out->accesses = n - warm;
+	if (n == warm)
+		return 0;
+	if (idmap_init(&m, n) < 0)
+		goto out;
+	prev = malloc(n * sizeof(*prev));
+	next = malloc(n * sizeof(*next));
+	in = calloc(n, 1);
+	seen = calloc(n, 1);
+	if (!prev || !next || !in || !seen)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		bool is_new;
+		uint32_t o = idmap_get(&m, ids[i], nd, &is_new);
+		bool counted = i >= warm;
+
+		if (is_new)
+			nd++;
+		if (counted)
+			out->bytes += w ? w[i] : 1;
+		if (in[o]) {
+			/* hit: move to the head */
+			if (head == o)
+				continue;
+			next[prev[o]] = next[o];
+			if (next[o] != LRU_NIL)
+				prev[next[o]] = prev[o];
+			else
+				tail = prev[o];
+		} else {
+			if (counted) {
+				out->misses++;
+				out->miss_bytes += w ? w[i] : 1;
+				out->compulsory += !seen[o];
+			}
+			seen[o] = 1;
+			if (capacity == 0)
+				continue;
+			if (resident == capacity) {
+				uint32_t v = tail;
+
+				tail = prev[v];
+				if (tail != LRU_NIL)
+					next[tail] = LRU_NIL;
+				else
+					head = LRU_NIL;
+				in[v] = 0;
+				resident--;
+			}
+			in[o] = 1;
+			resident++;
+		}
+		prev[o] = LRU_NIL;
+		next[o] = head;
+		if (head != LRU_NIL)
+			prev[head] = o;
+		head = o;
+		if (tail == LRU_NIL)
+			tail = o;
+	}
+	out->miss_ratio = (double)out->misses / (double)out->accesses;
+	ret = 0;
+out:
+	idmap_free(&m);
+	free(prev);
+	free(next);
+	free(in);
+	free(seen);
 	return ret;
 }

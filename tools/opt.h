@@ -22,6 +22,8 @@ struct opt_result {
 	uint64_t misses;       /* including the compulsory ones */
 	uint64_t compulsory;   /* first accesses (distinct objects) */
 	double miss_ratio;     /* misses / accesses (0 for an empty sequence) */
+	uint64_t bytes;        /* sum of the counted accesses' weights (1 each without weights) */
+	uint64_t miss_bytes;   /* of them, the misses' */
 };
 
 /*
@@ -30,6 +32,16 @@ struct opt_result {
  * but are not counted (a warm-up, as tier-sim's --warmup).  0 or -ENOMEM.
  */
 int opt_simulate(const uint64_t *ids, size_t n, uint64_t capacity, bool bypass,
+		 size_t warm, struct opt_result *out);
+/* The same with a weight (bytes) per access for the byte miss ratio; w may be NULL. */
+int opt_simulate_w(const uint64_t *ids, const uint32_t *w, size_t n, uint64_t capacity,
+		   bool bypass, size_t warm, struct opt_result *out);
+
+/*
+ * LRU of `capacity` objects on the same sequence, every miss inserted (the
+ * baseline of tier-sim's miss/LRU).  w may be NULL.  0 or -ENOMEM.
+ */
+int lru_simulate(const uint64_t *ids, const uint32_t *w, size_t n, uint64_t capacity,
 		 size_t warm, struct opt_result *out);
 
 #endif

@@ -51,13 +51,16 @@ struct sim_cfg {
 };
 
 struct sim_result {
-	const char *policy;
+	char policy[64];                  /* the label */
 	struct tier_stats st;          /* counted region only */
 	struct tier_store_stats base, cache;
 	uint64_t ops, client_bytes, t_ns;
 	double lat_mean_us, lat_p99_us;
-	struct opt_result opt_obj, opt_blk;
-	uint64_t cap_objects, cap_blocks;
+	struct opt_result opt_obj, opt_blk, lru_obj, lru_blk;
+	uint64_t cap_objects, cap_blocks;     /* usable: target x cache_target_full_ratio */
+	bool extent;                          /* extent granularity: compare with the block refs */
+	double base_busy_s;                   /* device-model service time the base pool spent */
+	uint64_t mem_map, mem_policy;         /* engine bytes per cached object: map, policy */
 	uint64_t uniq_objects, uniq_blocks;   /* distinct ones touched over the whole run */
 	uint64_t peak_full_ppm;               /* highest full ratio seen (sampled) */
 	double wall_s;
@@ -83,7 +86,10 @@ struct sim {
 	struct slot *slots;
 	struct gen_workload wl;
 	uint64_t issued, done, errors, total;
-	uint64_t *obj_ids, *blk_ids;   /* one entry per request (first object/block) */
+	/* the reference sequence: one access per object piece of a request */
+	uint64_t *obj_ids, *blk_ids;   /* object number; first extent_size block of the piece */
+	uint32_t *acc_w;               /* bytes of the piece */
+	size_t n_acc, cap_acc, warm_acc;
 	uint64_t *lat_ns;              /* per request, counted region */
 	uint64_t n_lat, lat_sum;
 	uint64_t warm_t, object_size;
@@ -137,33 +143,56 @@ static void set_param(struct tier_params *p, const char *kv)
 		die("%s: %s", kv, err[0] ? err : strerror(-ret));
 }
 
-static void build_params(const struct sim_cfg *c, const char *policy, struct tier_params *p,
+/*
+ * A policy spec: [LABEL:]PRESET[+KEY=VALUE...].  PRESET is one of libtier's
+ * presets (tier_params_preset) or "default", which is exactly tierd's
+ * defaults (the "tierd" preset); each +KEY=VALUE applies over it, then the
+ * command line's --set.  The label names the column (the spec if none).
+ */
+static void build_params(const struct sim_cfg *c, const char *spec, struct tier_params *p,
 			 char *desc, size_t desclen)
 {
 	static const char *show[] = {
-		"promote_granularity", "evict_policy", "min_write_recency_for_promote",
-		"min_read_recency_for_promote", "hit_set_count", "hit_set_period",
+		"promote_granularity", "evict_policy", "admission", "min_write_recency_for_promote",
+		"min_read_recency_for_promote", "write_miss",
 	};
-	char v[64], err[256];
+	char v[64], err[256], buf[512], *preset, *save = NULL, *kv;
+	const char *colon = strchr(spec, ':');
 	size_t off = 0;
 
+	snprintf(buf, sizeof(buf), "%s", colon ? colon + 1 : spec);
+	preset = strtok_r(buf, "+", &save);
+	if (!preset)
+		die("policy '%s': no preset", spec);
 	tier_params_default(p);
 	p->target_max_bytes = c->cache;
 	/* seed 004's cache tier settings */
 	set_param(p, "cache_target_dirty_ratio=0.4");
 	set_param(p, "cache_target_full_ratio=0.8");
-	if (tier_params_preset(p, policy, err, sizeof(err)) < 0)
-		die("policy: %s", err);
+	if (tier_params_preset(p, strcmp(preset, "default") ? preset : "tierd", err,
+			       sizeof(err)) < 0)
+		die("policy %s: %s (or default)", spec, err);
+	while ((kv = strtok_r(NULL, "+", &save)))
+		set_param(p, kv);
 	for (size_t k = 0; k < c->n_sets; k++)
 		set_param(p, c->sets[k]);
 	if (tier_params_check(p, err, sizeof(err)) < 0)
-		die("policy %s: %s", policy, err);
+		die("policy %s: %s", spec, err);
 	desc[0] = '\0';
 	for (size_t k = 0; k < sizeof(show) / sizeof(show[0]); k++) {
 		if (tier_params_get(p, show[k], v, sizeof(v)) == 0 && off < desclen)
 			off += (size_t)snprintf(desc + off, desclen - off, "%s%s=%s",
 						k ? " " : "", show[k], v);
 	}
+}
+
+/* The column label of a spec. */
+static void spec_label(const char *spec, char *out, size_t len)
+{
+	const char *colon = strchr(spec, ':');
+	int n = colon ? (int)(colon - spec) : (int)strlen(spec);
+
+	snprintf(out, len, "%.*s", n, spec);
 }
 
 /* ---- the loop ---- */
@@ -209,6 +238,35 @@ static uint64_t arrival(const struct sim *s, uint64_t i)
 	return SIM_T0_NS + s->cfg->trace.recs[i].time_us * 1000u;
 }
 
+/* The reference sequence gets one access per object the request touches, as the engine counts. */
+static void push_pieces(struct sim *s, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+
+	while (off < end) {
+		uint64_t obj = off / s->object_size;
+		uint64_t stop = (obj + 1) * s->object_size;
+
+		if (stop > end)
+			stop = end;
+		if (s->n_acc == s->cap_acc) {
+			size_t cap = s->cap_acc ? s->cap_acc * 2 : 1 << 16;
+
+			s->obj_ids = realloc(s->obj_ids, cap * sizeof(*s->obj_ids));
+			s->blk_ids = realloc(s->blk_ids, cap * sizeof(*s->blk_ids));
+			s->acc_w = realloc(s->acc_w, cap * sizeof(*s->acc_w));
+			if (!s->obj_ids || !s->blk_ids || !s->acc_w)
+				die("out of memory");
+			s->cap_acc = cap;
+		}
+		s->obj_ids[s->n_acc] = obj;
+		s->blk_ids[s->n_acc] = off / s->params.extent_size;
+		s->acc_w[s->n_acc] = (uint32_t)(stop - off);
+		s->n_acc++;
+		off = stop;
+	}
+}
+
 static void next_request(struct sim *s, struct tier_request *r)
 {
 	static const enum tier_req_type map[] = {
@@ -231,8 +289,8 @@ static void next_request(struct sim *s, struct tier_request *r)
 		r->len = g.len;
 	}
 	r->buf = (r->type == TIER_REQ_READ || r->type == TIER_REQ_WRITE) ? s->buf : NULL;
-	s->obj_ids[s->issued] = r->type == TIER_REQ_FLUSH ? UINT64_MAX : r->off / s->object_size;
-	s->blk_ids[s->issued] = r->type == TIER_REQ_FLUSH ? UINT64_MAX : r->off / s->cfg->bs;
+	if (r->type != TIER_REQ_FLUSH)
+		push_pieces(s, r->off, r->len);
 }
 
 static void take_warm_snapshot(struct sim *s)
@@ -241,6 +299,7 @@ static void take_warm_snapshot(struct sim *s)
 	tier_store_get_stats(s->base, &s->warm_base);
 	tier_store_get_stats(s->cache, &s->warm_cache);
 	s->warm_t = s->now;
+	s->warm_acc = s->n_acc;
 	s->warm_taken = true;
 }
 
@@ -381,32 +440,45 @@ static uint64_t count_distinct(const uint64_t *ids, uint64_t n)
 	return d;
 }
 
-static void compute_opt(struct sim *s, struct sim_result *r)
+/*
+ * OPT (bypass) and LRU on the pieces the run issued, at object and at
+ * extent_size granularity, with the usable capacity: target_max_bytes x
+ * cache_target_full_ratio (where the agent keeps the cache).
+ */
+static void compute_refs(struct sim *s, struct sim_result *r)
 {
-	uint64_t n = s->issued, k = 0;
-	size_t warm = s->cfg->warmup < n ? (size_t)s->cfg->warmup : (size_t)n;
+	size_t k = s->n_acc, warm = s->warm_taken ? s->warm_acc : k;
+	double usable = (double)s->params.target_max_bytes * s->params.cache_target_full_ratio;
 	int ret;
 
-	/* drop flushes (no object); keep the warm-up boundary where it was */
-	for (uint64_t i = 0; i < n; i++) {
-		if (s->obj_ids[i] == UINT64_MAX) {
-			if (i < s->cfg->warmup)
-				warm--;
-			continue;
-		}
-		s->obj_ids[k] = s->obj_ids[i];
-		s->blk_ids[k] = s->blk_ids[i];
-		k++;
-	}
 	r->uniq_objects = count_distinct(s->obj_ids, k);
 	r->uniq_blocks = count_distinct(s->blk_ids, k);
-	r->cap_objects = s->params.target_max_bytes / s->object_size;
-	r->cap_blocks = s->params.target_max_bytes / s->cfg->bs;
-	ret = opt_simulate(s->obj_ids, k, r->cap_objects, true, warm, &r->opt_obj);
+	r->cap_objects = (uint64_t)(usable / (double)s->object_size);
+	r->cap_blocks = (uint64_t)(usable / (double)s->params.extent_size);
+	r->extent = s->params.promote_granularity == TIER_GRAN_EXTENT;
+	ret = opt_simulate_w(s->obj_ids, s->acc_w, k, r->cap_objects, true, warm, &r->opt_obj);
 	if (ret == 0)
-		ret = opt_simulate(s->blk_ids, k, r->cap_blocks, true, warm, &r->opt_blk);
+		ret = opt_simulate_w(s->blk_ids, s->acc_w, k, r->cap_blocks, true, warm, &r->opt_blk);
+	if (ret == 0)
+		ret = lru_simulate(s->obj_ids, s->acc_w, k, r->cap_objects, warm, &r->lru_obj);
+	if (ret == 0)
+		ret = lru_simulate(s->blk_ids, s->acc_w, k, r->cap_blocks, warm, &r->lru_blk);
 	if (ret < 0)
-		die("OPT: %s", strerror(-ret));
+		die("OPT/LRU: %s", strerror(-ret));
+}
+
+/* Device-model time the base pool's servers spent: latency per op plus bytes / bandwidth. */
+static double busy_seconds(const struct tier_store_stats *st, const struct tier_devmodel_params *m)
+{
+	double ns = 0;
+	uint64_t bytes = st->bytes[TIER_STORE_READ] + st->bytes[TIER_STORE_WRITE];
+
+	for (int i = 1; i < TIER_STORE_OPCODE_MAX; i++)
+		ns += (double)st->ops[i] * 1000.0 *
+		      (i == TIER_STORE_READ ? m->read_latency_us : m->write_latency_us);
+	if (m->bandwidth)
+		ns += (double)bytes * 1e9 / (double)m->bandwidth;
+	return ns / 1e9;
 }
 
 static void make_stores(struct sim *s)
@@ -460,11 +532,9 @@ static void open_engine(struct sim *s)
 static void alloc_sim(struct sim *s, uint64_t maxlen)
 {
 	s->slots = calloc(s->cfg->qd, sizeof(*s->slots));
-	s->obj_ids = malloc((s->total + 1) * sizeof(*s->obj_ids));
-	s->blk_ids = malloc((s->total + 1) * sizeof(*s->blk_ids));
 	s->lat_ns = malloc((s->total + 1) * sizeof(*s->lat_ns));
 	s->buf = calloc(1, maxlen ? maxlen : 1);
-	if (!s->slots || !s->obj_ids || !s->blk_ids || !s->lat_ns || !s->buf)
+	if (!s->slots || !s->lat_ns || !s->buf)
 		die("out of memory");
 	for (uint32_t q = 0; q < s->cfg->qd; q++)
 		s->slots[q].sim = s;
@@ -479,7 +549,7 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 
 	clock_gettime(CLOCK_MONOTONIC, &w0);
 	memset(r, 0, sizeof(*r));
-	r->policy = policy;
+	spec_label(policy, r->policy, sizeof(r->policy));
 	build_params(c, policy, &s.params, r->params, sizeof(r->params));
 	s.object_size = s.params.object_size;
 	s.total = c->trace_path ? c->trace.n : c->ops;
@@ -523,7 +593,10 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	}
 	if (s.errors)
 		fprintf(stderr, "tier-sim: %s: %" PRIu64 " requests failed\n", policy, s.errors);
-	compute_opt(&s, r);
+	r->mem_map = tier_engine_bytes_per_object(s.eng);
+	r->mem_policy = tier_engine_policy_bytes_per_object(s.eng);
+	r->base_busy_s = busy_seconds(&r->base, &c->base_model);
+	compute_refs(&s, r);
 
 	settle(&s);
 	tier_image_close(s.img);
@@ -534,6 +607,7 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	free(s.slots);
 	free(s.obj_ids);
 	free(s.blk_ids);
+	free(s.acc_w);
 	free(s.lat_ns);
 	free(s.buf);
 	clock_gettime(CLOCK_MONOTONIC, &w1);
@@ -548,6 +622,34 @@ static double ratio(uint64_t a, uint64_t b)
 }
 
 enum fmt { F_U64, F_PCT, F_X, F_D1, F_D3 };
+
+/* Misses over hits + misses, per object piece (the engine's counters). */
+static double miss_ratio(const struct sim_result *r)
+{
+	uint64_t m = r->st.read_misses + r->st.write_misses;
+
+	return ratio(m, m + r->st.read_hits + r->st.write_hits);
+}
+
+/* Bytes of the missed pieces over the client's bytes. */
+static double byte_miss_ratio(const struct sim_result *r)
+{
+	return ratio(r->st.read_miss_bytes + r->st.write_miss_bytes,
+		     r->st.read_bytes + r->st.write_bytes + r->st.trim_bytes + r->st.zero_bytes);
+}
+
+static double ref_byte_miss(const struct opt_result *o)
+{
+	return ratio(o->miss_bytes, o->bytes);
+}
+
+/* a / b, with 0 / 0 = 1 (both perfect) and x / 0 shown as 99. */
+static double over(double a, double b)
+{
+	if (b > 0)
+		return a / b;
+	return a > 0 ? 99.0 : 1.0;
+}
 
 struct row {
 	const char *name, *csv;
@@ -566,8 +668,20 @@ GETTER(rhit, ratio(r->st.read_hits, r->st.read_hits + r->st.read_misses))
 GETTER(whit, ratio(r->st.write_hits, r->st.write_hits + r->st.write_misses))
 GETTER(hit, ratio(r->st.read_hits + r->st.write_hits,
 		  r->st.read_hits + r->st.write_hits + r->st.read_misses + r->st.write_misses))
-GETTER(opt_obj, r->opt_obj.accesses ? 1.0 - r->opt_obj.miss_ratio : 0.0)
-GETTER(opt_blk, r->opt_blk.accesses ? 1.0 - r->opt_blk.miss_ratio : 0.0)
+GETTER(miss, miss_ratio(r))
+GETTER(bmiss, byte_miss_ratio(r))
+GETTER(opt_miss_obj, r->opt_obj.miss_ratio)
+GETTER(lru_miss_obj, r->lru_obj.miss_ratio)
+GETTER(opt_miss_blk, r->opt_blk.miss_ratio)
+GETTER(lru_miss_blk, r->lru_blk.miss_ratio)
+GETTER(over_opt, over(miss_ratio(r), (r->extent ? &r->opt_blk : &r->opt_obj)->miss_ratio))
+GETTER(over_lru, over(miss_ratio(r), (r->extent ? &r->lru_blk : &r->lru_obj)->miss_ratio))
+GETTER(bover_lru, over(byte_miss_ratio(r), ref_byte_miss(r->extent ? &r->lru_blk : &r->lru_obj)))
+GETTER(busy, r->base_busy_s)
+GETTER(busy_req, r->ops ? r->base_busy_s * 1000.0 / (double)r->ops : 0.0)
+GETTER(cache_w, ratio(r->cache.bytes[TIER_STORE_WRITE], r->client_bytes))
+GETTER(mem_obj, r->mem_map + r->mem_policy)
+GETTER(mem_pol, r->mem_policy)
 GETTER(cap_obj, r->cap_objects)
 GETTER(uniq_obj, r->uniq_objects)
 GETTER(uniq_blk, r->uniq_blocks)
@@ -594,6 +708,20 @@ GETTER(wall, r->wall_s)
 
 static const struct row rows[] = {
 	{ "requests (counted)", "ops", F_U64, get_ops },
+	{ "miss ratio", "miss", F_PCT, get_miss },
+	{ "byte miss ratio", "byte_miss", F_PCT, get_bmiss },
+	{ "OPT miss, objects", "opt_miss_object", F_PCT, get_opt_miss_obj },
+	{ "LRU miss, objects", "lru_miss_object", F_PCT, get_lru_miss_obj },
+	{ "OPT miss, blocks", "opt_miss_block", F_PCT, get_opt_miss_blk },
+	{ "LRU miss, blocks", "lru_miss_block", F_PCT, get_lru_miss_blk },
+	{ "miss / OPT", "miss_over_opt", F_X, get_over_opt },
+	{ "miss / LRU", "miss_over_lru", F_X, get_over_lru },
+	{ "byte miss / LRU", "byte_miss_over_lru", F_X, get_bover_lru },
+	{ "base busy s", "base_busy_s", F_D3, get_busy },
+	{ "base busy ms/request", "base_busy_ms_per_req", F_D3, get_busy_req },
+	{ "cache written B/client B", "cache_write_per_byte", F_X, get_cache_w },
+	{ "engine B/cached object", "mem_per_object", F_U64, get_mem_obj },
+	{ "  of it policy+sketch", "policy_mem_per_object", F_U64, get_mem_pol },
 	{ "virtual seconds", "virtual_s", F_D3, get_vsec },
 	{ "IOPS (virtual)", "iops", F_D1, get_iops },
 	{ "latency mean ms", "lat_mean_ms", F_D3, get_lat_mean },
@@ -601,9 +729,8 @@ static const struct row rows[] = {
 	{ "read hit ratio", "read_hit", F_PCT, get_rhit },
 	{ "write hit ratio", "write_hit", F_PCT, get_whit },
 	{ "hit ratio", "hit", F_PCT, get_hit },
-	{ "OPT hit, objects", "opt_hit_object", F_PCT, get_opt_obj },
-	{ "OPT hit, blocks", "opt_hit_block", F_PCT, get_opt_blk },
-	{ "cache size, objects", "cache_objects", F_U64, get_cap_obj },
+
+	{ "usable cache, objects", "cache_objects", F_U64, get_cap_obj },
 	{ "objects touched", "objects_touched", F_U64, get_uniq_obj },
 	{ "blocks touched", "blocks_touched", F_U64, get_uniq_blk },
 	{ "touched blocks/cache", "touched_per_cache", F_X, get_touched },
@@ -714,7 +841,9 @@ static void usage(FILE *f)
 "  --warmup N       first N requests not counted  --seed N     generator seed (1)\n"
 "  --trace FILE     CSV or fio iolog v2/v3 instead of the generator\n"
 "  --no-stall       trace: ignore timestamps, keep qd requests in flight\n"
-"  --policy LIST    comma list of promote-always, ceph, tierd (default all three)\n"
+"  --policy LIST    comma list of specs [LABEL:]PRESET[+KEY=VALUE...], PRESET one of\n"
+"                   default (= tierd's defaults, the tierd preset), ceph, promote-always\n"
+"                   (default promote-always,ceph,default); e.g. lru:default+evict_policy=lru\n"
 "  --set KEY=VALUE  any [tier] parameter, after the policy preset (repeatable)\n"
 "  --base-profile hdd|hdd-journal|ssd|none   --cache-profile (the same)  device models\n"
 "  --dev POOL.FIELD=V  base.write_latency_us=500, cache.bandwidth=..., queue_depth\n"
@@ -874,7 +1003,7 @@ static void load_trace(struct sim_cfg *c)
 
 int main(int argc, char **argv)
 {
-	static char all[] = "promote-always,ceph,tierd";
+	static char all[] = "promote-always,ceph,default";
 	struct sim_cfg c = {
 		.dist = GEN_DIST_ZIPF, .dist_param = 1.1, .dist_name = "zipf:1.1",
 		.write_pct = 100, .rw_name = "write", .bs = 4096, .size = 4ull << 30,

@@ -169,6 +169,8 @@ int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info
 			    size_t max);
 /* Bytes of engine memory per cached object (measured), for reports. */
 size_t tier_engine_bytes_per_object(const struct tier_engine *e);
+/* Bytes the eviction policy and the admission sketch hold per cached object. */
+size_t tier_engine_policy_bytes_per_object(const struct tier_engine *e);
 
 /* ---- stranded cache objects (libtier/stranded.c) ----
  *

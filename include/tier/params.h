@@ -29,7 +29,19 @@ enum tier_cache_mode {
  */
 enum tier_granularity { TIER_GRAN_OBJECT = 0, TIER_GRAN_EXTENT };
 
-enum tier_evict_policy { TIER_EVICT_HITSET = 0, TIER_EVICT_S3FIFO };
+/* hitset: Ceph's temperature; s3fifo; lru; arc (ghost lists).  libtier/policy*.c. */
+enum tier_evict_policy { TIER_EVICT_HITSET = 0, TIER_EVICT_S3FIFO, TIER_EVICT_LRU, TIER_EVICT_ARC };
+
+/*
+ * Which rule admits a miss (libtier/decide.c tier__decide_admit):
+ * recency - Ceph's: min_*_recency_for_promote over the hitsets, or the
+ *           eviction policy's ghost hint;
+ * tinylfu - a frequency sketch of every access (policy_sketch.c): while
+ *           the cache is below cache_target_full_ratio every miss the
+ *           recency rule admits is admitted; above it, only a miss whose
+ *           estimated frequency exceeds that of the eviction victim.
+ */
+enum tier_admission { TIER_ADMIT_RECENCY = 0, TIER_ADMIT_TINYLFU };
 
 /*
  * What an admitted write miss does in object granularity:
@@ -76,6 +88,7 @@ struct tier_params {
 	enum tier_granularity promote_granularity;
 	enum tier_evict_policy evict_policy;
 	enum tier_write_miss write_miss;
+	enum tier_admission admission;
 #define TIER_P_FIELD_U(name, kind, def, lo, hi) uint64_t name;
 #define TIER_P_FIELD_D(name, kind, def, lo, hi) double name;
 	TIER_PARAMS_U(TIER_P_FIELD_U)

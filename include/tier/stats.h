@@ -19,6 +19,7 @@ extern "C" {
 	X(trim_ops) X(trim_bytes) X(zero_ops) X(zero_bytes)                     \
 	X(flush_ops) X(cache_ops) X(errors)                                     \
 	X(read_hits) X(read_misses) X(write_hits) X(write_misses)               \
+	X(read_miss_bytes) X(write_miss_bytes)                                  \
 	X(proxy_reads) X(proxy_read_bytes) X(proxy_writes) X(proxy_write_bytes) \
 	X(promotions) X(promote_bytes) X(promote_throttled) X(promote_failed)   \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \

@@ -47,6 +47,9 @@ enum {
 	X_RUNPROXY = 1 << 9,   /* ...and it is a proxied new-extent write */
 	X_DOWN = 1 << 10,      /* the cache pool timed out lately */
 	X_HINT = 1 << 11,      /* the eviction policy would admit it */
+	X_TLFU = 1 << 12,      /* admission = tinylfu */
+	X_NEAR = 1 << 13,      /* full 0.9: past cache_target_full_ratio (0.8), below 1 */
+	X_FREQ = 1 << 14,      /* the sketch: the miss 3, the victim 2 (else the miss 1) */
 };
 
 struct row {
@@ -76,6 +79,14 @@ static const struct row rows[] = {
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* not recent */
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	/* tinylfu: past the full target a miss must beat the victim's frequency */
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR, TIER__R_PROXY, NONE),
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR | X_FREQ, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_TLFU, TIER__R_PROXY_THEN_PROMOTE, NONE), /* room */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_TLFU | X_NEAR | X_FREQ, TIER__R_PROXY, NONE), /* recency */
+	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_NEAR, TIER__R_PROXY_THEN_PROMOTE, NONE), /* recency only */
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR, TIER__R_PROXY, MISS),
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR | X_FREQ, TIER__R_CACHE_WRITE, MISS),
 	ROW(R, WB, OBJ, WPX, 1, 1, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* full */
 	ROW(R, WB, OBJ, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, NONE),           /* degraded */
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PQUEUED, 0, TIER__R_PROXY, NONE),
@@ -211,6 +222,10 @@ static struct tier__dstate state_of(int type, bool recent, bool full, bool degra
 	s.full_less_own = s.full;
 	s.recent = recent;
 	s.hint = x & X_HINT;
+	if (x & X_NEAR)
+		s.full = 0.9;
+	s.freq = (x & X_FREQ) ? 3 : 1;
+	s.victim_freq = 2;
 	return s;
 }
 
@@ -224,8 +239,11 @@ static void test_route_table(void **state)
 		struct tier_params p = params_of(r->mode, r->gran, r->wmiss);
 		struct tier__dstate s = state_of(r->type, r->recent, r->full, r->degraded, r->state,
 						 r->flags, r->x, r->gran);
-		struct tier__decision d = tier__decide(&p, &s);
+		struct tier__decision d;
 
+		if (r->x & X_TLFU)
+			p.admission = TIER_ADMIT_TINYLFU;
+		d = tier__decide(&p, &s);
 		if (d.route != r->want || d.count != r->count) {
 			fprintf(stderr, "test_decide.c:%d: route %s count %d, want %s count %d (%s)\n",
 				r->line, tier__route_name(d.route), d.count,

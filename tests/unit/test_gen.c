@@ -440,6 +440,39 @@ static void test_opt_beats_lru(void **state)
 	assert_true(dem.misses < lru_miss);
 	assert_true(byp.misses <= dem.misses);
 	assert_true(byp.misses >= byp.compulsory);
+	/* tier-sim's LRU reference gives exactly the naive list's count */
+	struct opt_result l;
+	assert_int_equal(lru_simulate(s, NULL, N, CAP, 0, &l), 0);
+	assert_int_equal(l.misses, lru_miss);
+	assert_int_equal(l.accesses, N);
+	assert_int_equal(l.bytes, N);
+	assert_int_equal(l.miss_bytes, lru_miss);
+}
+
+static void test_lru_by_hand_with_weights(void **state)
+{
+	/* 1 2 3 1 4 1 2, 2 slots: 1- 2- 3-(1 out) 1-(2 out) 4-(3 out) 1+ 2-(4 out) */
+	static const uint64_t s[] = { 1, 2, 3, 1, 4, 1, 2 };
+	static const uint32_t w[] = { 10, 20, 30, 40, 50, 60, 70 };
+	struct opt_result r;
+
+	(void)state;
+	assert_int_equal(lru_simulate(s, w, 7, 2, 0, &r), 0);
+	assert_int_equal(r.misses, 6);
+	assert_int_equal(r.compulsory, 4);
+	assert_int_equal(r.bytes, 280);
+	assert_int_equal(r.miss_bytes, 220);   /* all but the hit's 60 */
+	assert_int_equal(lru_simulate(s, w, 7, 0, 0, &r), 0);
+	assert_int_equal(r.misses, 7);
+	assert_int_equal(lru_simulate(s, w, 7, 2, 4, &r), 0);   /* warm-up 1 2 3 1 */
+	assert_int_equal(r.accesses, 3);
+	assert_int_equal(r.misses, 2);
+	assert_int_equal(r.compulsory, 1);   /* 4 */
+	assert_int_equal(r.miss_bytes, 120);
+	/* OPT's byte count on the same: 1- 2- 3-(bypass) 1+ 4-(bypass) 1+ 2+ */
+	assert_int_equal(opt_simulate_w(s, w, 7, 2, true, 0, &r), 0);
+	assert_int_equal(r.misses, 4);
+	assert_int_equal(r.miss_bytes, 110);
 }
 
 int main(void)
@@ -460,6 +493,7 @@ int main(void)
 		cmocka_unit_test(test_opt_textbook),
 		cmocka_unit_test(test_opt_bypass_by_hand),
 		cmocka_unit_test(test_opt_beats_lru),
+		cmocka_unit_test(test_lru_by_hand_with_weights),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

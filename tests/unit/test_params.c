@@ -202,12 +202,13 @@ static void test_foreach_round_trips_every_key(void **state)
 	tier_params_default(&p);
 	p.cache_mode = TIER_MODE_READONLY;
 	p.promote_granularity = TIER_GRAN_EXTENT;
-	p.evict_policy = TIER_EVICT_S3FIFO;
+	p.evict_policy = TIER_EVICT_ARC;
+	p.admission = TIER_ADMIT_TINYLFU;
 	p.target_max_bytes = 3ull << 30;
 	p.hit_set_fpp = 0.01;
 	p.cache_min_evict_age = 1234;
 	tier_params_foreach(&p, collect_fn, &c);
-	assert_int_equal(c.n, 5 + 17 + 4);   /* enums + u64 + ratios */
+	assert_int_equal(c.n, 6 + 17 + 4);   /* enums + u64 + ratios */
 	assert_string_equal(c.keys[0], "cache_mode");
 	assert_string_equal(c.vals[0], "readonly");
 	memset(&q, 0xab, sizeof(q));
@@ -237,6 +238,17 @@ static void test_enum_values(void **state)
 	assert_non_null(strstr(err, "object|extent"));
 	assert_int_equal(tier_params_set(&p, "evict_policy", "s3fifo", err, sizeof(err)), 0);
 	assert_int_equal(p.evict_policy, TIER_EVICT_S3FIFO);
+	assert_int_equal(tier_params_set(&p, "evict_policy", "lru", err, sizeof(err)), 0);
+	assert_int_equal(p.evict_policy, TIER_EVICT_LRU);
+	assert_int_equal(tier_params_set(&p, "evict_policy", "arc", err, sizeof(err)), 0);
+	assert_int_equal(p.evict_policy, TIER_EVICT_ARC);
+	assert_int_equal(tier_params_set(&p, "evict_policy", "lirs", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "hitset|s3fifo|lru|arc"));
+	assert_int_equal(p.admission, TIER_ADMIT_RECENCY);   /* the default */
+	assert_int_equal(tier_params_set(&p, "admission", "tinylfu", err, sizeof(err)), 0);
+	assert_int_equal(p.admission, TIER_ADMIT_TINYLFU);
+	assert_int_equal(tier_params_set(&p, "admission", "lfu", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "recency|tinylfu"));
 	assert_int_equal(tier_params_set(&p, "hit_set_type", "bloom", err, sizeof(err)), 0);
 	assert_int_equal(tier_params_set(&p, "hit_set_type", "explicit_hash", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "allowed: bloom"));

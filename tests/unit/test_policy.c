@@ -473,13 +473,15 @@ static void test_policies_track_exactly_the_inserted_set(void **state)
 {
 	enum { RANGE = 3000, OPS = 60000 };
 	struct fix *f = hfix();
-	struct tier__policy *q = s3(0);
+	struct tier__policy *pol[4] = { f->p, s3(0), NULL, NULL };
 	static bool in[RANGE];
 	static uint64_t got[RANGE];
 	uint64_t rng = 88172645463325252ull;
 	size_t expect = 0, n;
 
 	(void)state;
+	assert_int_equal(tier__policy_create(TIER_EVICT_LRU, NULL, NULL, 0, &pol[2]), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &pol[3]), 0);
 	memset(in, 0, sizeof(in));
 	for (int i = 0; i < OPS; i++) {
 		uint64_t k;
@@ -491,29 +493,187 @@ static void test_policies_track_exactly_the_inserted_set(void **state)
 		if (rng >> 63) {
 			expect += !in[k];
 			in[k] = true;
-			P_INSERT(f->p, k << 20);
-			P_INSERT(q, k << 20);
+			for (int j = 0; j < 4; j++)
+				P_INSERT(pol[j], k << 20);
 		} else {
 			expect -= in[k];
 			in[k] = false;
-			P_REMOVE(f->p, k << 20);
-			P_REMOVE(q, k << 20);
+			for (int j = 0; j < 4; j++)
+				P_REMOVE(pol[j], k << 20);
 		}
+		if (i % 7 == 0)
+			for (int j = 0; j < 4; j++)
+				P_ACCESS(pol[j], k << 20);
 	}
-	n = coldest(f->p, got, RANGE);
-	assert_int_equal(n, expect);
-	qsort(got, n, sizeof(got[0]), cmp_u64);
-	for (size_t i = 0, j = 0; i < RANGE; i++)
-		if (in[i])
-			assert_int_equal(got[j++], (uint64_t)i << 20);
-	n = coldest(q, got, RANGE);
-	assert_int_equal(n, expect);
-	qsort(got, n, sizeof(got[0]), cmp_u64);
-	for (size_t i = 0, j = 0; i < RANGE; i++)
-		if (in[i])
-			assert_int_equal(got[j++], (uint64_t)i << 20);
-	q->ops->destroy(q);
+	for (int pj = 0; pj < 4; pj++) {
+		n = coldest(pol[pj], got, RANGE);
+		assert_int_equal(n, expect);
+		qsort(got, n, sizeof(got[0]), cmp_u64);
+		for (size_t i = 0, j = 0; i < RANGE; i++)
+			if (in[i])
+				assert_int_equal(got[j++], (uint64_t)i << 20);
+	}
+	for (int j = 1; j < 4; j++)
+		tier__policy_destroy(pol[j]);
 	hfix_free(f);
+}
+
+/* ---- lru ---- */
+
+static void test_lru_coldest_is_least_recently_used(void **state)
+{
+	struct tier__policy *p;
+	uint64_t got[8];
+	(void)state;
+
+	assert_int_equal(tier__policy_create(TIER_EVICT_LRU, NULL, NULL, 0, &p), 0);
+	assert_string_equal(p->ops->name, "lru");
+	for (uint64_t k = 1; k <= 5; k++)
+		P_INSERT(p, k);
+	P_ACCESS(p, 2);
+	P_ACCESS(p, 1);
+	P_ACCESS(p, 99);   /* not tracked: ignored */
+	assert_keys(got, coldest(p, got, 8), (uint64_t[]){ 3, 4, 5, 2, 1 }, 5);
+	assert_keys(got, p->ops->coldest(p, got, 2, want_odd, NULL), (uint64_t[]){ 3, 5 }, 2);
+	P_REMOVE(p, 3);
+	P_REMOVE(p, 3);
+	P_INSERT(p, 4);    /* a re-insert is a use */
+	assert_keys(got, coldest(p, got, 8), (uint64_t[]){ 5, 2, 1, 4 }, 4);
+	assert_null(p->ops->admit);
+	assert_true(tier__policy_bytes(p) > 0);
+	tier__policy_destroy(p);
+}
+
+/* ---- arc ---- */
+
+static void test_arc_scan_does_not_flush_frequent_keys(void **state)
+{
+	struct tier__policy *p;
+	uint64_t got[4];
+	(void)state;
+
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &p), 0);
+	assert_string_equal(p->ops->name, "arc");
+	/* 1..4 hit twice (T2), then a scan of one-touch keys through a cache of 8 */
+	for (uint64_t k = 1; k <= 4; k++) {
+		P_INSERT(p, k);
+		P_ACCESS(p, k);
+	}
+	for (uint64_t k = 100; k < 200; k++) {
+		size_t n;
+
+		P_INSERT(p, k);
+		if (k < 104)
+			continue;   /* the cache fills to 8 */
+		n = coldest(p, got, 1);
+		assert_int_equal(n, 1);
+		assert_true(got[0] >= 100);   /* the victim is always a scanned key */
+		P_REMOVE(p, got[0]);
+	}
+	tier__policy_destroy(p);
+}
+
+static void test_arc_ghost_hits_adapt_the_target(void **state)
+{
+	struct tier__policy *p;
+	uint64_t got[8];
+	(void)state;
+
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &p), 0);
+	for (uint64_t k = 1; k <= 4; k++)
+		P_INSERT(p, k);                           /* T1 = 4 3 2 1 */
+	assert_int_equal(tier__policy_arc_target(p), 0);
+	assert_keys(got, coldest(p, got, 1), (uint64_t[]){ 1 }, 1);
+	P_REMOVE(p, 1);                                   /* 1 -> B1 */
+	assert_false(p->ops->admit(p, 2));                /* cached, not a ghost */
+	assert_true(p->ops->admit(p, 1));                 /* a ghost: a hint */
+	assert_false(p->ops->admit(p, 77));
+	P_INSERT(p, 1);                                   /* B1 hit: T1 was too small */
+	assert_int_equal(tier__policy_arc_target(p), 1);
+	assert_false(p->ops->admit(p, 1));
+	/* 1 is in T2 now; T1's 3 keys go while T1 exceeds p = 1, then T2, then T1 */
+	assert_keys(got, coldest(p, got, 4), (uint64_t[]){ 2, 3, 1, 4 }, 4);
+	/* a key of T2 that leaves goes to B2; its return lowers the target */
+	P_REMOVE(p, 1);
+	assert_true(p->ops->admit(p, 1));
+	P_INSERT(p, 1);
+	assert_int_equal(tier__policy_arc_target(p), 0);
+	tier__policy_destroy(p);
+}
+
+static void test_arc_ghosts_are_bounded_by_the_cache(void **state)
+{
+	struct tier__policy *p;
+	uint64_t got[1];
+	(void)state;
+
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &p), 0);
+	for (uint64_t k = 1; k <= 10; k++)
+		P_INSERT(p, k);
+	for (uint64_t k = 11; k <= 5000; k++) {
+		P_INSERT(p, k);
+		assert_int_equal(coldest(p, got, 1), 1);
+		P_REMOVE(p, got[0]);
+	}
+	/* c = 11 (10 cached plus one coming in): |T1| + |B1| <= 11 keeps one ghost */
+	assert_false(p->ops->admit(p, 4000));
+	assert_false(p->ops->admit(p, 4989));
+	assert_true(p->ops->admit(p, 4990));
+	assert_false(p->ops->admit(p, 4999));   /* cached */
+	assert_true(tier__policy_bytes(p) < 64 * 1024);
+	tier__policy_destroy(p);
+}
+
+/* ---- the TinyLFU sketch ---- */
+
+static void test_sketch_counts_ages_and_saturates(void **state)
+{
+	struct tier__sketch *sk;
+	uint64_t resets;
+	(void)state;
+
+	assert_int_equal(tier__sketch_create(1000, &sk), 0);
+	assert_int_equal(tier__sketch_estimate(sk, 42), 0);
+	for (int i = 0; i < 5; i++)
+		tier__sketch_add(sk, 42);
+	tier__sketch_add(sk, 43);
+	assert_int_equal(tier__sketch_estimate(sk, 42), 5);
+	assert_int_equal(tier__sketch_estimate(sk, 43), 1);
+	for (int i = 0; i < 100; i++)
+		tier__sketch_add(sk, 7);
+	assert_int_equal(tier__sketch_estimate(sk, 7), 15);   /* 4-bit counters */
+	/* 10 x width additions halve every counter */
+	resets = tier__sketch_resets(sk);
+	for (uint64_t k = 1000; tier__sketch_resets(sk) == resets; k++)
+		tier__sketch_add(sk, k);
+	assert_true(tier__sketch_estimate(sk, 7) <= 8);
+	assert_true(tier__sketch_estimate(sk, 7) >= 7);
+	assert_true(tier__sketch_estimate(sk, 42) <= 3);
+	/* width 1024 counters x 4 rows x 4 bits */
+	assert_true(tier__sketch_bytes(sk) >= 2048 && tier__sketch_bytes(sk) < 4096);
+	tier__sketch_destroy(sk);
+	tier__sketch_destroy(NULL);
+}
+
+static void test_sketch_separates_hot_from_cold(void **state)
+{
+	struct tier__sketch *sk;
+	unsigned wrong = 0;
+	(void)state;
+
+	assert_int_equal(tier__sketch_create(4096, &sk), 0);
+	/* 100 hot keys seen 8 times, 4000 cold keys once */
+	for (int r = 0; r < 8; r++)
+		for (uint64_t k = 0; k < 100; k++)
+			tier__sketch_add(sk, k * 7919);
+	for (uint64_t k = 0; k < 4000; k++)
+		tier__sketch_add(sk, 1000003 + k);
+	for (uint64_t k = 0; k < 4000; k++)
+		wrong += tier__sketch_estimate(sk, 1000003 + k) >= 8;
+	for (uint64_t k = 0; k < 100; k++)
+		assert_true(tier__sketch_estimate(sk, k * 7919) >= 8);   /* never under */
+	assert_true(wrong < 40);   /* < 1% of cold keys look hot */
+	tier__sketch_destroy(sk);
 }
 
 int main(void)
@@ -537,6 +697,12 @@ int main(void)
 		cmocka_unit_test(test_s3fifo_hit_in_main_outlives_scan),
 		cmocka_unit_test(test_s3fifo_main_clock_spares_keys_hit_between_sweeps),
 		cmocka_unit_test(test_policies_track_exactly_the_inserted_set),
+		cmocka_unit_test(test_lru_coldest_is_least_recently_used),
+		cmocka_unit_test(test_arc_scan_does_not_flush_frequent_keys),
+		cmocka_unit_test(test_arc_ghost_hits_adapt_the_target),
+		cmocka_unit_test(test_arc_ghosts_are_bounded_by_the_cache),
+		cmocka_unit_test(test_sketch_counts_ages_and_saturates),
+		cmocka_unit_test(test_sketch_separates_hot_from_cold),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
