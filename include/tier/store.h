@@ -327,6 +327,14 @@ struct tier_local_opts {
 	struct tier_devmodel_params model;   /* all zero = real disk speed */
 	bool direct_io;                      /* O_DIRECT where aligned, else buffered */
 	unsigned workers;                    /* I/O threads, 0 = default (4) */
+	/* object files kept open (an LRU), 0 = a quarter of RLIMIT_NOFILE less 128 */
+	unsigned max_open_files;
+	/*
+	 * Run every op on a worker thread.  By default, without a device model
+	 * or direct_io, reads the page cache holds and writes to a pool in
+	 * memory (tmpfs) run on the submitting thread.
+	 */
+	bool no_inline;
 	/*
 	 * Tests only: crash simulation.  When > 0, the store performs that many
 	 * durable steps (meta write, data write, ...) and then stops dead: the

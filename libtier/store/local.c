@@ -16,7 +16,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -146,6 +148,22 @@ static int local_submit(void *be, struct tier_store_op *op)
 
 	if (rw && op->len > INT_MAX)
 		return -EINVAL;   /* the result (bytes) must fit an int */
+	/*
+	 * No device model to pace it and nothing that can block: run it here
+	 * and save two thread hops (to a worker and back to the loop).  It still
+	 * completes through the queue, never inside this call.
+	 */
+	if (tier__local_inline_ok(L, op) && !tier__store_added_latency_us(op->store) &&
+	    !atomic_load(&L->dead)) {
+		bool ran;
+
+		rc = tier__local_run_inline(L, op, &ran);
+		if (ran) {
+			complete(L, op, rc);
+			return 0;
+		}
+		rc = 0;
+	}
 	w.due = now;
 	if (L->dm)
 		w.due = tier_devmodel_schedule(L->dm, now,
@@ -192,6 +210,7 @@ static void local_destroy(void *be)
 	pthread_cond_destroy(&L->qcond);
 	pthread_mutex_destroy(&L->dlock);
 	pthread_cond_destroy(&L->dcond);
+	tier__fdc_destroy(L->fdc);
 	if (L->dirfd >= 0)
 		close(L->dirfd);
 	tier_devmodel_destroy(L->dm);
@@ -314,6 +333,7 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 {
 	struct local_be *L = NULL;
 	pthread_condattr_t ca;
+	struct statfs sfs;
 	int rc;
 
 	if (!out)
@@ -342,6 +362,9 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	L->crash_after = o->crash_after_steps;
 	L->nworkers = o->workers ? o->workers : LOCAL_WORKERS;
 
+	rc = tier__fdc_create(o->max_open_files, &L->fdc);
+	if (rc < 0)
+		goto out;
 	rc = mkdir_p(o->dir);
 	if (rc < 0)
 		goto out;
@@ -360,12 +383,16 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 		goto out;
 	}
 	atomic_init(&L->sidecar_only, !xattrs_usable(L->dirfd));
+	if (fstatfs(L->dirfd, &sfs) == 0)
+		L->mem_fs = sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
 	if (o->model.read_latency_us || o->model.write_latency_us ||
 	    o->model.bandwidth || o->model.queue_depth || o->model.journal_bytes) {
 		rc = tier_devmodel_create(&o->model, &L->dm);
 		if (rc < 0)
 			goto out;
 	}
+	L->inline_io = !L->dm && !L->direct_io && !o->no_inline && !L->crash_after &&
+		       !L->guard_hold_us;
 	L->workers = calloc(L->nworkers, sizeof(*L->workers));
 	if (!L->workers) {
 		rc = -ENOMEM;

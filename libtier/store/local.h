@@ -28,10 +28,32 @@ struct delayed {
 	int result;
 };
 
+/* local_fd.c: the cache of open object files (bounded LRU of descriptors) */
+struct tier__fdcache;
+struct tier__fdc_stats {
+	uint64_t open, cap, hits, misses, evictions;
+};
+/* A quarter of what RLIMIT_NOFILE leaves after 128 for sockets and the rest. */
+size_t tier__fdc_default_cap(void);
+int tier__fdc_create(size_t cap, struct tier__fdcache **out);
+void tier__fdc_destroy(struct tier__fdcache *f);
+/* The cached descriptor of name, now busy until put back; -ENOENT if none. */
+int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct);
+/* Done with fd (from get, or newly opened): cache it; may close the LRU idle one. */
+void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int fd);
+/* The object was unlinked: close fd and every cached descriptor of name. */
+void tier__fdc_forget(struct tier__fdcache *f, const char *name, int fd);
+/* Close the least recently used idle descriptor: false if there is none. */
+bool tier__fdc_shrink(struct tier__fdcache *f);
+void tier__fdc_stats(struct tier__fdcache *f, struct tier__fdc_stats *st);
+
 struct local_be {
 	int dirfd;
+	struct tier__fdcache *fdc;  /* open object files */
 	struct tier_devmodel *dm;   /* NULL: real disk speed */
 	bool direct_io;
+	bool mem_fs;                /* the pool is on tmpfs/ramfs: I/O never blocks */
+	bool inline_io;             /* cheap ops may run on the submitting thread */
 	unsigned guard_hold_us;     /* tests: widen the guard-to-effect window */
 	atomic_bool direct_ok;      /* cleared when the fs refuses O_DIRECT */
 	atomic_bool sidecar_only;   /* fs refuses user xattrs (or forced by env) */
@@ -69,5 +91,14 @@ struct local_be {
  * and durable steps.  Returns the op's result (>= 0 or -errno).
  */
 int tier__local_run(struct local_be *L, struct tier_store_op *op);
+/*
+ * May op run on the submitting thread (no device model, no sync, no guard,
+ * a read, or a write to a pool in memory)?  Then tier__local_run_inline
+ * tries it without blocking on the disk: *ran false means nothing was done
+ * (object not open, stripe busy, data not in the page cache) and a worker
+ * must run it; *ran true gives the op's result.
+ */
+bool tier__local_inline_ok(const struct local_be *L, const struct tier_store_op *op);
+int tier__local_run_inline(struct local_be *L, struct tier_store_op *op, bool *ran);
 
 #endif

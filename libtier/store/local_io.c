@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -55,6 +56,8 @@ struct opctx {
 	char enc[ENC_MAX + 1];
 	int fd;                     /* -1: object absent */
 	bool direct, created, meta_read;
+	bool nowait;                /* on the owner's thread: never block on the disk */
+	bool would_block;           /* nowait and the data was not at hand */
 	struct meta_rec m;
 };
 
@@ -400,14 +403,47 @@ static int obj_openat(struct opctx *c, int extra, mode_t mode)
 {
 	struct local_be *L = c->L;
 	int fl = open_flags(L, c->direct) | extra;
-	int fd = openat(L->dirfd, c->enc, fl, mode);
+	int fd;
 
-	if (fd < 0 && errno == EINVAL && (fl & O_DIRECT)) {
-		/* tmpfs and friends: fall back to buffered for good */
-		atomic_store(&L->direct_ok, false);
-		fd = openat(L->dirfd, c->enc, fl & ~O_DIRECT, mode);
+	for (;;) {
+		fd = openat(L->dirfd, c->enc, fl, mode);
+		if (fd < 0 && errno == EINVAL && (fl & O_DIRECT)) {
+			/* tmpfs and friends: fall back to buffered for good */
+			atomic_store(&L->direct_ok, false);
+			fl &= ~O_DIRECT;
+			continue;
+		}
+		/* out of descriptors: give back an idle cached one and retry */
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && tier__fdc_shrink(L->fdc))
+			continue;
+		break;
 	}
 	return fd < 0 ? neg_errno() : fd;
+}
+
+/* The object's descriptor: cached, or opened (c->fd = -1 when absent). */
+static int obj_open(struct opctx *c)
+{
+	int fd = tier__fdc_get(c->L->fdc, c->enc, c->direct);
+
+	if (fd < 0)
+		fd = obj_openat(c, 0, 0);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	c->fd = fd;
+	return 0;
+}
+
+/* The op is over: keep the descriptor for the next op, unless it was unlinked. */
+static void obj_release(struct opctx *c)
+{
+	if (c->op->opcode == TIER_STORE_REMOVE)
+		tier__fdc_forget(c->L->fdc, c->enc, c->fd);
+	else if (c->fd >= 0)
+		tier__fdc_put(c->L->fdc, c->enc, c->direct, c->fd);
+	c->fd = -1;
 }
 
 static int obj_create(struct opctx *c)
@@ -451,6 +487,30 @@ static int guard(struct opctx *c)
 	return c->m.version == op->expect_version ? 0 : -ECANCELED;
 }
 
+/*
+ * A read on the owner's thread: from the page cache only (RWF_NOWAIT), or
+ * plainly where the pool is in memory (tmpfs refuses RWF_NOWAIT).  Anything
+ * short of the whole range sets would_block: a worker runs the op instead.
+ */
+static ssize_t read_nowait(struct opctx *c, void *buf, size_t len, off_t off)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	ssize_t n;
+
+	if (c->L->mem_fs)
+		return read_full(c->fd, buf, len, off, false);
+	n = preadv2(c->fd, &iov, 1, off, RWF_NOWAIT);
+	if (n < 0 && errno == EINTR)
+		n = 0;
+	if (n < 0 && errno != EAGAIN && errno != EOPNOTSUPP)
+		return neg_errno();
+	if (n < 0 || (size_t)n < len) {
+		c->would_block = true;
+		return -EAGAIN;
+	}
+	return n;
+}
+
 static int do_read(struct opctx *c)
 {
 	struct tier_store_op *op = c->op;
@@ -458,7 +518,10 @@ static int do_read(struct opctx *c)
 
 	if (c->fd < 0)
 		return -ENOENT;
-	n = read_full(c->fd, op->buf, op->len, (off_t)op->off, c->direct);
+	if (c->nowait)
+		n = read_nowait(c, op->buf, op->len, (off_t)op->off);
+	else
+		n = read_full(c->fd, op->buf, op->len, (off_t)op->off, c->direct);
 	if (n < 0)
 		return (int)n;
 	memset((char *)op->buf + n, 0, op->len - (size_t)n);
@@ -684,6 +747,40 @@ static bool aligned(const struct tier_store_op *op)
 	       ((uintptr_t)op->buf % LOCAL_ALIGN) == 0;
 }
 
+bool tier__local_inline_ok(const struct local_be *L, const struct tier_store_op *op)
+{
+	if (!L->inline_io || op->pre_meta ||
+	    (op->flags & (TIER_STORE_F_FUA | TIER_STORE_F_ORDERED | TIER_STORE_F_GUARD |
+			  TIER_STORE_F_EXCL)))
+		return false;
+	/* a write cannot be made non-blocking on a disk: only in memory */
+	return op->opcode == TIER_STORE_READ || (op->opcode == TIER_STORE_WRITE && L->mem_fs);
+}
+
+int tier__local_run_inline(struct local_be *L, struct tier_store_op *op, bool *ran)
+{
+	struct opctx c = { .L = L, .op = op, .fd = -1, .nowait = true };
+	pthread_mutex_t *stripe;
+	int rc;
+
+	*ran = false;
+	if (enc_name(op->oid, c.enc, sizeof(c.enc)) < 0)
+		return 0;
+	stripe = &L->stripes[tier__hash_str(op->oid) % LOCAL_STRIPES];
+	if (pthread_mutex_trylock(stripe) != 0)
+		return 0;            /* a worker has an op on this stripe: queue behind */
+	c.fd = tier__fdc_get(L->fdc, c.enc, false);
+	if (c.fd < 0) {          /* opening is a directory lookup: a worker's job */
+		pthread_mutex_unlock(stripe);
+		return 0;
+	}
+	rc = op->opcode == TIER_STORE_READ ? do_read(&c) : do_write(&c);
+	obj_release(&c);
+	pthread_mutex_unlock(stripe);
+	*ran = !c.would_block;
+	return rc;
+}
+
 int tier__local_run(struct local_be *L, struct tier_store_op *op)
 {
 	struct opctx c = { .L = L, .op = op, .fd = -1 };
@@ -699,11 +796,7 @@ int tier__local_run(struct local_be *L, struct tier_store_op *op)
 		   (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_WRITE);
 	stripe = &L->stripes[tier__hash_str(op->oid) % LOCAL_STRIPES];
 	pthread_mutex_lock(stripe);
-	rc = obj_openat(&c, 0, 0);
-	if (rc == -ENOENT)
-		rc = 0;
-	else if (rc >= 0)
-		c.fd = rc, rc = 0;
+	rc = obj_open(&c);
 	if (rc < 0 || (rc = guard(&c)) < 0)
 		goto out;
 	if (L->guard_hold_us && (op->flags & (TIER_STORE_F_GUARD | TIER_STORE_F_EXCL)))
@@ -718,8 +811,7 @@ int tier__local_run(struct local_be *L, struct tier_store_op *op)
 	default:                 rc = -ENOTSUP; break;
 	}
 out:
-	if (c.fd >= 0)
-		close(c.fd);
+	obj_release(&c);
 	pthread_mutex_unlock(stripe);
 	return rc;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -957,6 +958,118 @@ static void test_crash_order_sidecar(void **state)
 		crash_case(*state, n, true);
 }
 
+/* Descriptors the process holds under the pool directory (/proc/self/fd). */
+static int pool_fds(const struct env *e)
+{
+	char link[64], target[4096];
+	int n = 0;
+
+	for (int fd = 0; fd < 65536; fd++) {
+		ssize_t k;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		k = readlink(link, target, sizeof(target) - 1);
+		if (k <= 0)
+			continue;
+		target[k] = 0;
+		if (!strncmp(target, e->pool, strlen(e->pool)) && target[strlen(e->pool)] == '/')
+			n++;
+	}
+	return n;
+}
+
+static void reopen_with_cap(struct env *e, unsigned cap)
+{
+	struct tier_local_opts o = { .max_open_files = cap };
+
+	close_store(e);
+	assert_int_equal(open_store(e, &o), 0);
+}
+
+/* Object files stay open between ops, never more than max_open_files. */
+static void test_open_files_are_cached_and_bounded(void **state)
+{
+	struct env *e = *state;
+	char oid[32], buf[8];
+
+	reopen_with_cap(e, 8);
+	for (int i = 0; i < 40; i++) {
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(put(e, oid, 0, "abcdefgh", 8, 0, "m", 1), 8);
+		assert_int_equal(get(e, oid, 0, buf, 8), 8);
+		assert_true(pool_fds(e) <= 8);
+	}
+	assert_int_equal(pool_fds(e), 8);
+	for (int i = 0; i < 40; i++) {   /* evicted ones reopen */
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(get(e, oid, 0, buf, 8), 8);
+		assert_memory_equal(buf, "abcdefgh", 8);
+	}
+	close_store(e);
+	assert_int_equal(pool_fds(e), 0);
+}
+
+/* A removed object's cached descriptor is never used again: no stale data. */
+static void test_remove_forgets_the_cached_descriptor(void **state)
+{
+	struct env *e = *state;
+	char buf[8];
+
+	assert_int_equal(put(e, "obj", 0, "oldoldol", 8, 0, "m", 1), 8);
+	assert_int_equal(get(e, "obj", 0, buf, 8), 8);
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "obj", 0), 0);
+	assert_int_equal(get(e, "obj", 0, buf, 8), -ENOENT);
+	assert_int_equal(put(e, "obj", 4, "new!", 4, 0, "m", 2), 4);
+	memset(buf, 'x', sizeof(buf));
+	assert_int_equal(get(e, "obj", 0, buf, 8), 8);
+	assert_memory_equal(buf, "\0\0\0\0new!", 8);
+	assert_int_equal(pool_fds(e), 1);
+}
+
+/*
+ * The process runs out of descriptors (sockets, say) while the cache holds
+ * some: ops on other objects still succeed, because the backend closes an
+ * idle cached descriptor and retries instead of failing with EMFILE (which a
+ * client would see as EIO).
+ */
+static void test_descriptor_exhaustion_does_not_fail_ops(void **state)
+{
+	struct env *e = *state;
+	struct rlimit old, low;
+	int hog[1024], nhog = 0;
+	char oid[32], buf[8];
+
+	reopen_with_cap(e, 16);
+	for (int i = 0; i < 16; i++) {
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(put(e, oid, 0, "abcdefgh", 8, 0, "m", 1), 8);
+	}
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 512;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (nhog < 1024) {
+		int fd = dup(0);
+
+		if (fd < 0)
+			break;
+		hog[nhog++] = fd;
+	}
+	assert_int_equal(errno, EMFILE);
+	/* a new object and an uncached one: both need a descriptor */
+	assert_int_equal(put(e, "fresh", 0, "12345678", 8, 0, "m", 1), 8);
+	assert_int_equal(get(e, "fresh", 0, buf, 8), 8);
+	assert_memory_equal(buf, "12345678", 8);
+	for (int i = 0; i < 16; i++) {
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(get(e, oid, 0, buf, 8), 8);
+		assert_memory_equal(buf, "abcdefgh", 8);
+	}
+	while (nhog)
+		close(hog[--nhog]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -981,6 +1094,9 @@ int main(void)
 		T(test_direct_io_aligned_and_unaligned),
 		T(test_crash_order_xattr),
 		T(test_crash_order_sidecar),
+		T(test_open_files_are_cached_and_bounded),
+		T(test_remove_forgets_the_cached_descriptor),
+		T(test_descriptor_exhaustion_does_not_fail_ops),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

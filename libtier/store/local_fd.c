@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/store/local_fd.c - the local backend's cache of open object files:
+ * a bounded LRU of descriptors keyed by encoded name and O_DIRECT-ness, so a
+ * hot object is opened once, not once per op, and the backend never holds
+ * more descriptors than its share of RLIMIT_NOFILE.  It decides which idle
+ * descriptor to close when the cache is full or the process runs out of
+ * descriptors (EMFILE/ENFILE: close the least recently used idle one and
+ * retry, so exhaustion elsewhere in the process does not fail an op while
+ * the cache holds any).  It must never close a descriptor an op is using
+ * (ops on one object are serialised by the stripe lock, so an entry has at
+ * most one user) and never hand out a descriptor of an unlinked object
+ * (do_remove drops the name first).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "store_internal.h"
+#include "local.h"
+
+struct fdent {
+	struct fdent *hnext;          /* bucket chain */
+	struct fdent *prev, *next;    /* LRU: head = most recent */
+	int fd;
+	bool direct, busy;
+	char name[];
+};
+
+struct tier__fdcache {
+	pthread_mutex_t lock;
+	struct fdent **bucket;
+	size_t nbuckets, n, cap;
+	struct fdent *head, *tail;    /* idle and busy entries alike */
+	uint64_t hits, misses, evictions;
+};
+
+size_t tier__fdc_default_cap(void)
+{
+	struct rlimit rl;
+	size_t lim = 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		lim = rl.rlim_cur == RLIM_INFINITY ? (size_t)1 << 20 : (size_t)rl.rlim_cur;
+	/* two pools share the process with sockets, logs, the admin socket */
+	lim = lim > 128 ? (lim - 128) / 4 : 8;
+	if (lim < 8)
+		lim = 8;
+	return lim > 65536 ? 65536 : lim;
+}
+
+int tier__fdc_create(size_t cap, struct tier__fdcache **out)
+{
+	struct tier__fdcache *f;
+
+	*out = NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->cap = cap ? cap : tier__fdc_default_cap();
+	f->nbuckets = 64;
+	while (f->nbuckets < f->cap * 2)
+		f->nbuckets *= 2;
+	f->bucket = calloc(f->nbuckets, sizeof(*f->bucket));
+	if (!f->bucket) {
+		free(f);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	*out = f;
+	return 0;
+}
+
+static struct fdent **slot(struct tier__fdcache *f, const char *name, bool direct)
+{
+	size_t b = (size_t)(tier__hash_str(name) ^ (direct ? 0x9e3779b9u : 0)) & (f->nbuckets - 1);
+	struct fdent **p = &f->bucket[b];
+
+	while (*p && ((*p)->direct != direct || strcmp((*p)->name, name)))
+		p = &(*p)->hnext;
+	return p;
+}
+
+static void lru_unlink(struct tier__fdcache *f, struct fdent *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		f->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		f->tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void lru_push(struct tier__fdcache *f, struct fdent *e)
+{
+	e->prev = NULL;
+	e->next = f->head;
+	if (f->head)
+		f->head->prev = e;
+	else
+		f->tail = e;
+	f->head = e;
+}
+
+/* Take e out of the table and the LRU; returns its descriptor. */
+static int remove_ent(struct tier__fdcache *f, struct fdent *e)
+{
+	struct fdent **p = slot(f, e->name, e->direct);
+	int fd = e->fd;
+
+	*p = e->hnext;
+	lru_unlink(f, e);
+	f->n--;
+	free(e);
+	return fd;
+}
+
+/* The least recently used idle entry's descriptor, taken out; -1 if none. */
+static int evict_one(struct tier__fdcache *f)
+{
+	struct fdent *e;
+
+	for (e = f->tail; e; e = e->prev)
+		if (!e->busy) {
+			f->evictions++;
+			return remove_ent(f, e);
+		}
+	return -1;
+}
+
+int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct)
+{
+	struct fdent *e;
+	int fd = -ENOENT;
+
+	pthread_mutex_lock(&f->lock);
+	e = *slot(f, name, direct);
+	if (e && !e->busy) {
+		e->busy = true;
+		lru_unlink(f, e);
+		lru_push(f, e);
+		fd = e->fd;
+		f->hits++;
+	} else {
+		f->misses++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return fd;
+}
+
+void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int fd)
+{
+	struct fdent **p, *e;
+	int victim = -1;
+
+	pthread_mutex_lock(&f->lock);
+	p = slot(f, name, direct);
+	if (*p) {
+		e = *p;
+		if (e->fd == fd) {          /* the entry we got: idle again */
+			e->busy = false;
+			pthread_mutex_unlock(&f->lock);
+			return;
+		}
+		/* cannot happen under the stripe lock; keep the cached one */
+		pthread_mutex_unlock(&f->lock);
+		close(fd);
+		return;
+	}
+	if (f->n >= f->cap)
+		victim = evict_one(f);
+	if (f->n >= f->cap || !(e = malloc(sizeof(*e) + strlen(name) + 1))) {
+		pthread_mutex_unlock(&f->lock);
+		if (victim >= 0)
+			close(victim);
+		close(fd);                  /* full of busy entries: do not cache */
+		return;
+	}
+	strcpy(e->name, name);
+	e->fd = fd;
+	e->direct = direct;
+	e->busy = false;
+	e->hnext = NULL;
+	*p = e;
+	lru_push(f, e);
+	f->n++;
+	pthread_mutex_unlock(&f->lock);
+	if (victim >= 0)
+		close(victim);
+}
+
+void tier__fdc_forget(struct tier__fdcache *f, const char *name, int fd)
+{
+	int close_fds[2], n = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (int d = 0; d < 2; d++) {
+		struct fdent *e = *slot(f, name, d);
+
+		if (e) {
+			if (e->fd == fd)
+				fd = -1;    /* closed below with the entry */
+			close_fds[n++] = remove_ent(f, e);
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	for (int i = 0; i < n; i++)
+		close(close_fds[i]);
+	if (fd >= 0)
+		close(fd);
+}
+
+bool tier__fdc_shrink(struct tier__fdcache *f)
+{
+	int fd;
+
+	pthread_mutex_lock(&f->lock);
+	fd = evict_one(f);
+	pthread_mutex_unlock(&f->lock);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+void tier__fdc_stats(struct tier__fdcache *f, struct tier__fdc_stats *st)
+{
+	pthread_mutex_lock(&f->lock);
+	st->open = f->n;
+	st->cap = f->cap;
+	st->hits = f->hits;
+	st->misses = f->misses;
+	st->evictions = f->evictions;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void tier__fdc_destroy(struct tier__fdcache *f)
+{
+	if (!f)
+		return;
+	while (f->head)
+		close(remove_ent(f, f->head));
+	pthread_mutex_destroy(&f->lock);
+	free(f->bucket);
+	free(f);
+}
