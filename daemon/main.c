@@ -47,7 +47,9 @@ struct tierd {
 	int log_level;
 	bool journal;                 /* stderr goes to journald: use <N> prefixes */
 	struct tier_cq *cq;
-	uv_async_t cq_async;
+	uv_async_t cq_async;          /* woken by store threads */
+	uv_idle_t cq_idle;            /* started by completions pushed on the loop thread */
+	uv_thread_t loop_thread;
 	uv_timer_t tick_timer, watchdog_timer, drain_timer;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	struct tier_store *base, *cache;
@@ -150,9 +152,23 @@ static int take_lock(struct tierd *d)
 
 /* ---- stores ---- */
 
+static void on_cq_idle(uv_idle_t *h);
+
+/*
+ * A completion is waiting.  From a store thread: wake the loop (sends
+ * coalesce).  From the loop thread itself (an op the local backend ran
+ * inline): no eventfd round trip, an idle handle drains the queue before the
+ * loop next polls, and keeps that poll from blocking.
+ */
 static void cq_notify(void *arg)
 {
-	uv_async_send(arg);   /* any thread; sends coalesce */
+	struct tierd *d = arg;
+	uv_thread_t self = uv_thread_self();
+
+	if (uv_thread_equal(&self, &d->loop_thread))
+		uv_idle_start(&d->cq_idle, on_cq_idle);
+	else
+		uv_async_send(&d->cq_async);
 }
 
 static int create_local_stores(struct tierd *d)
@@ -464,6 +480,17 @@ static void on_cq(uv_async_t *a)
 	schedule_tick(d);
 }
 
+static void on_cq_idle(uv_idle_t *h)
+{
+	struct tierd *d = h->data;
+
+	uv_idle_stop(h);
+	if (d->finished)
+		return;
+	tier_cq_drain(d->cq);
+	schedule_tick(d);
+}
+
 static void on_watchdog(uv_timer_t *t)
 {
 	(void)t;
@@ -505,6 +532,7 @@ static void finish(struct tierd *d)
 	tierd_prom_stop(d->prom);
 	d->prom = NULL;
 	close_handle((uv_handle_t *)&d->cq_async);
+	close_handle((uv_handle_t *)&d->cq_idle);
 	close_handle((uv_handle_t *)&d->tick_timer);
 	close_handle((uv_handle_t *)&d->watchdog_timer);
 	close_handle((uv_handle_t *)&d->drain_timer);
@@ -715,10 +743,12 @@ static int init_handles(struct tierd *d)
 {
 	int rc;
 
-	d->cq_async.data = d;
+	d->cq_async.data = d->cq_idle.data = d;
+	d->loop_thread = uv_thread_self();
 	d->tick_timer.data = d->watchdog_timer.data = d->drain_timer.data = d;
 	d->sig_term.data = d->sig_int.data = d->sig_hup.data = d;
 	if ((rc = uv_async_init(&d->loop, &d->cq_async, on_cq)) < 0 ||
+	    (rc = uv_idle_init(&d->loop, &d->cq_idle)) < 0 ||
 	    (rc = uv_timer_init(&d->loop, &d->tick_timer)) < 0 ||
 	    (rc = uv_timer_init(&d->loop, &d->watchdog_timer)) < 0 ||
 	    (rc = uv_timer_init(&d->loop, &d->drain_timer)) < 0 ||
@@ -771,7 +801,7 @@ static int start(struct tierd *d)
 		return rc;
 	if (c->backend == TIERD_BACKEND_LOCAL && (rc = take_lock(d)) < 0)
 		return rc;
-	if ((rc = tier_cq_create(cq_notify, &d->cq_async, &d->cq)) < 0)
+	if ((rc = tier_cq_create(cq_notify, d, &d->cq)) < 0)
 		return rc;
 	rc = c->backend == TIERD_BACKEND_LOCAL ? create_local_stores(d) : create_rados_stores(d);
 	if (rc < 0)

@@ -17,8 +17,10 @@
 # BENCH_DIR [/dev/shm], BENCH_OUT [a new /tmp dir], BENCH_TIERD_EXTRA [lines
 # added to [global]], BENCH_PRELOADS ["" = glibc only; a comma list of
 # name=path.so, e.g. "glibc=,jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2":
-# each one is a tierd variant started with LD_PRELOAD=path], BENCH_NBDKIT [1:
-# also run nbdkit].
+# each one is a tierd variant started with LD_PRELOAD=path; name=path.so@BIN
+# runs the tierd binary BIN instead, e.g. "after=,before=@/tmp/old/tierd"],
+# BENCH_NBDKIT [1: also run nbdkit].  The first variant is the reference of
+# the ratio columns.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,7 +95,12 @@ cache_target_full_ratio = 0.95
 size = $SIZE
 CFG
 	cp "$WORK/t/tierd.conf" "$OUT/tierd.conf"
-	LD_PRELOAD=$pre "$TIERD" --config "$WORK/t/tierd.conf" 2>> "$OUT/$name.tierd.log" &
+	local bin=$TIERD
+	if [[ $pre == *@* ]]; then
+		bin=${pre#*@}
+		pre=${pre%%@*}
+	fi
+	LD_PRELOAD=$pre "$bin" --config "$WORK/t/tierd.conf" 2>> "$OUT/$name.tierd.log" &
 	TPID=$!
 	wait_sock "nbd+unix:///vol0?socket=$WORK/t/nbd.sock" "$TPID" "$OUT/$name.tierd.log"
 	fio --name=fill --ioengine=nbd --uri="nbd+unix:///vol0?socket=$WORK/t/nbd.sock" \

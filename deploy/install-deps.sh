@@ -8,9 +8,11 @@ set -eu
 build_pkgs="build-essential meson ninja-build pkg-config libuv1-dev libzstd-dev
 libcmocka-dev libinih-dev libnbd-dev libsystemd-dev librados-dev librbd-dev"
 test_pkgs="fio libnbd-bin python3-libnbd nbdkit qemu-utils python3 procps"
+# deploy/bench-nbdkit.sh BENCH_PRELOADS: the allocator check in docs/BENCHMARKS.md
+bench_pkgs="libjemalloc2 libtcmalloc-minimal4 linux-perf"
 ceph_pkgs="ceph-mon ceph-osd ceph-mgr ceph-common"
 
-want="$build_pkgs $test_pkgs"
+want="$build_pkgs $test_pkgs $bench_pkgs"
 [ "${1:-}" = "--no-ceph" ] || want="$want $ceph_pkgs"
 
 missing=""
