@@ -315,6 +315,11 @@ static void put_pool(struct tier_store *st, const char *role, struct jbuf *b, bo
 	jb_str(b, tier_store_backend_name(st));
 	jb_u64(b, &f, "in_flight", tier_store_in_flight(st));
 	jb_u64(b, &f, "faults_injected", ss.faults_injected);
+	jb_u64(b, &f, "syncs", ss.syncs);
+	jb_u64(b, &f, "pending_listed", ss.pend_listed);
+	jb_u64(b, &f, "pending_settled", ss.pend_settled);
+	jb_u64(b, &f, "pending_kept", ss.pend_kept);
+	jb_u64(b, &f, "pending_dropped", ss.pend_dropped);
 	for (int op = 0; op < TIER_STORE_OPCODE_MAX; op++) {
 		bool g = true;
 		jb_key(b, &f, tier_store_opcode_name((enum tier_store_opcode)op));

@@ -152,6 +152,7 @@ void tier__cq_push(struct tier_cq *cq, struct tier_store_op *op);
  * thread) or -errno if it refuses it synchronously (then it must not complete
  * it).  The wrapper has already validated the op.
  */
+struct tier_store_stats;
 struct tier_store_ops {
 	size_t size;
 	const char *name;
@@ -163,6 +164,7 @@ struct tier_store_ops {
 	int (*stat)(void *be, struct tier_store_op *op);
 	int (*list)(void *be, struct tier_store_op *op);
 	void (*destroy)(void *be);   /* after all ops completed */
+	void (*get_stats)(void *be, struct tier_store_stats *out);   /* optional: backend fields */
 };
 
 /* Wrap a backend; takes ownership of be (ops->destroy frees it). */
@@ -213,6 +215,13 @@ struct tier_store_stats {
 	uint64_t faults_injected;
 	uint64_t lat_sum_ns[TIER_STORE_OPCODE_MAX];
 	uint64_t fua_ops[TIER_STORE_OPCODE_MAX];   /* of ops[]: those with F_FUA */
+	/*
+	 * Backend counters (local; 0 elsewhere): fsync/fdatasync calls, and
+	 * the pending ranges of F_ORDERED writes (libtier/store/local_io.c):
+	 * listed instead of synced, settled by an overwrite, and, in records
+	 * another session left, checked and kept or dropped for the fallback.
+	 */
+	uint64_t syncs, pend_listed, pend_settled, pend_kept, pend_dropped;
 };
 void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *out);
 const char *tier_store_opcode_name(enum tier_store_opcode op);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
@@ -220,6 +221,17 @@ static void local_destroy(void *be)
 	free(L);
 }
 
+static void local_get_stats(void *be, struct tier_store_stats *out)
+{
+	struct local_be *L = be;
+
+	out->syncs = atomic_load(&L->syncs);
+	out->pend_listed = atomic_load(&L->pend_writes);
+	out->pend_settled = atomic_load(&L->pend_settles);
+	out->pend_kept = atomic_load(&L->pend_kept);
+	out->pend_dropped = atomic_load(&L->pend_dropped);
+}
+
 static const struct tier_store_ops local_ops = {
 	.size = sizeof(struct tier_store_ops),
 	.name = "local",
@@ -231,6 +243,7 @@ static const struct tier_store_ops local_ops = {
 	.stat = local_submit,
 	.list = local_submit,
 	.destroy = local_destroy,
+	.get_stats = local_get_stats,
 };
 
 static int sync_parent(const char *path)
@@ -291,6 +304,13 @@ static unsigned env_guard_hold_us(void)
 	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
 
 	return n > 1000000 ? 1000000 : (unsigned)n;
+}
+
+static bool env_flag(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && v[0] && strcmp(v, "0") != 0;
 }
 
 /* Does this filesystem take user xattrs?  TIER_LOCAL_FORCE_SIDECAR=1 says no (tests). */
@@ -357,6 +377,10 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	pthread_condattr_destroy(&ca);
 	L->direct_io = o->direct_io;
 	L->guard_hold_us = env_guard_hold_us();
+	L->ordered_sync = env_flag("TIER_LOCAL_ORDERED_SYNC");
+	while (!L->nonce && getrandom(&L->nonce, sizeof(L->nonce), 0) != (ssize_t)sizeof(L->nonce))
+		if (errno != EINTR)
+			L->nonce = ((uint64_t)getpid() << 32) ^ tier__realtime_ns();
 	atomic_init(&L->direct_ok, true);
 	atomic_init(&L->dead, false);
 	L->crash_after = o->crash_after_steps;

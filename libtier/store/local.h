@@ -58,6 +58,14 @@ struct local_be {
 	atomic_bool direct_ok;      /* cleared when the fs refuses O_DIRECT */
 	atomic_bool sidecar_only;   /* fs refuses user xattrs (or forced by env) */
 	/*
+	 * Pending ranges (local_io.c): this session's nonce in the records it
+	 * writes; ordered_sync (TIER_LOCAL_ORDERED_SYNC=1) syncs data before
+	 * every meta that vouches for it instead, as before pending ranges.
+	 */
+	uint64_t nonce;
+	bool ordered_sync;
+	atomic_uint_fast64_t syncs, pend_writes, pend_settles, pend_kept, pend_dropped;
+	/*
 	 * Name changes (creates, unlinks, sidecar renames) counted after they
 	 * happen, and how many a completed directory fsync covers: a FUA op
 	 * syncs the directory only when the two differ.

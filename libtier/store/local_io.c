@@ -22,6 +22,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "tier/meta.h"
 #include "tier/store.h"
 #include "store_internal.h"
 #include "local.h"
@@ -32,21 +33,70 @@
  *   0 magic u32 "TIER"   4 format u16 (1)   6 header length u16 (28)
  *   8 version u64        16 mtime_ns u64 (CLOCK_REALTIME of the write)
  *   24 meta_len u32      28 meta bytes
+ * Format 2, a record with pending ranges (below), adds after byte 28:
+ *   28 nonce u64 (the store session that wrote it)
+ *   36 fallback version u64   44 fallback meta_len u32 (~0: no fallback)
+ *   48 npend u16   50 reserved u16 (0)   52 meta bytes, fallback meta
+ *   bytes, then npend x { off u64, len u32, crc32c u32 }
+ *
+ * Pending ranges.  F_ORDERED asks that a meta never be durable before the
+ * data it vouches for.  Syncing the data first costs an fdatasync per
+ * write that adds an extent; instead the record lists the ranges such
+ * writes put there since the object's data was last synced, each with the
+ * CRC-32C of its bytes, and the meta from before the first of them (the
+ * fallback, whose data was durable).  A store session that finds a record
+ * written by another session (after a kill -9 or a power cut) checks the
+ * ranges against the file: all match, the meta stands; any differs (a cut
+ * lost some of that data), the fallback stands, or the object goes if
+ * there was none.  Either way the record is rewritten without ranges and
+ * made durable before anything else reads it (the create's syncfs already
+ * made whatever the file holds durable).  To keep the check sound:
+ *  - a write over a pending range syncs the data first and stores the
+ *    record without the list before its own data (settle), so a listed
+ *    range changes only under its own CRC;
+ *  - a sync of the data drops the list; a FUA READ (the sync barrier)
+ *    with ranges makes the rewritten record durable too, or a later
+ *    overwrite could tear a range a durable record still lists;
+ *  - at most PEND_MAX ranges, each at most PEND_LEN_MAX bytes, and the
+ *    record within PEND_REC_MAX bytes (one xattr block): beyond that, the
+ *    write syncs its data as before.
+ * Valid bits only grow while an object's copy exists (the engine's rule),
+ * so the fallback claims nothing the newer meta disowned.
  */
 #define META_MAGIC         0x52454954u
 #define META_FORMAT        1u
+#define META_FORMAT_PEND   2u
 #define META_HDR           28u
-#define META_REC_MAX       (META_HDR + TIER_META_MAX)
+#define META_HDR2          52u
+#define PEND_MAX           32u
+#define PEND_LEN_MAX       (256u << 10)
+#define PEND_ENTRY         16u
+#define PEND_REC_MAX       3072u
+#define PEND_NO_FB         0xffffffffu
+#define META_REC_MAX       (META_HDR2 + 2 * TIER_META_MAX + PEND_MAX * PEND_ENTRY)
 /* encoded name + ".meta" behind a leading '.' must fit NAME_MAX */
 #define ENC_MAX            (NAME_MAX - 6)
 
 _Static_assert(META_HDR == 4 + 2 + 2 + 8 + 8 + 4, "tier.meta record header layout");
+
+struct pend {
+	uint64_t off;
+	uint32_t len, crc;
+};
 
 struct meta_rec {
 	bool present;
 	uint64_t version, mtime_ns;
 	uint32_t len;
 	uint8_t buf[TIER_META_MAX];
+	/* pending ranges (format 2); npend 0 otherwise */
+	uint64_t nonce;
+	bool fb_present;
+	uint64_t fb_version;
+	uint32_t fb_len;
+	uint16_t npend;
+	struct pend pend[PEND_MAX];
+	uint8_t fb[TIER_META_MAX];
 };
 
 /* One op on one object, run by a worker under the object's stripe lock. */
@@ -83,9 +133,11 @@ static int neg_errno(void)
 	return errno ? -errno : -EIO;
 }
 
-static int sync_fd(int fd, bool data_only)
+static int sync_fd(struct local_be *L, int fd, bool data_only)
 {
 	int rc = data_only ? fdatasync(fd) : fsync(fd);
+
+	atomic_fetch_add(&L->syncs, 1);
 
 	return rc < 0 ? neg_errno() : 0;
 }
@@ -107,7 +159,7 @@ static int sync_names(struct local_be *L)
 
 	if (s >= g)
 		return 0;
-	rc = sync_fd(L->dirfd, false);
+	rc = sync_fd(L, L->dirfd, false);
 	if (rc < 0)
 		return rc;
 	while (s < g && !atomic_compare_exchange_weak(&L->ns_synced, &s, g))
@@ -261,33 +313,145 @@ static int step(struct local_be *L)
 
 static int meta_parse(const uint8_t *rec, size_t n, struct meta_rec *m)
 {
-	uint32_t hdr, len;
+	uint32_t hdr, len, fmt, fbl = 0, np = 0;
+	size_t need;
 
-	if (n < META_HDR || get_le(rec, 4) != META_MAGIC || get_le(rec + 4, 2) != META_FORMAT)
+	if (n < META_HDR || get_le(rec, 4) != META_MAGIC)
 		return -EIO;
+	fmt = (uint32_t)get_le(rec + 4, 2);
 	hdr = (uint32_t)get_le(rec + 6, 2);
 	len = (uint32_t)get_le(rec + 24, 4);
-	if (hdr < META_HDR || len > TIER_META_MAX || (size_t)hdr + len != n)
+	if ((fmt != META_FORMAT && fmt != META_FORMAT_PEND) || len > TIER_META_MAX)
+		return -EIO;
+	if (fmt == META_FORMAT_PEND) {
+		if (hdr < META_HDR2 || n < META_HDR2)
+			return -EIO;
+		fbl = (uint32_t)get_le(rec + 44, 4);
+		np = (uint32_t)get_le(rec + 48, 2);
+		if ((fbl != PEND_NO_FB && fbl > TIER_META_MAX) || np == 0 || np > PEND_MAX)
+			return -EIO;
+		need = (size_t)hdr + len + (fbl == PEND_NO_FB ? 0 : fbl) + (size_t)np * PEND_ENTRY;
+	} else {
+		if (hdr < META_HDR)
+			return -EIO;
+		need = (size_t)hdr + len;
+	}
+	if (need != n)
 		return -EIO;
 	m->present = true;
 	m->version = get_le(rec + 8, 8);
 	m->mtime_ns = get_le(rec + 16, 8);
 	m->len = len;
 	memcpy(m->buf, rec + hdr, len);
+	m->npend = (uint16_t)np;
+	m->fb_present = false;
+	if (fmt == META_FORMAT_PEND) {
+		const uint8_t *p = rec + hdr + len;
+
+		m->nonce = get_le(rec + 28, 8);
+		m->fb_present = fbl != PEND_NO_FB;
+		m->fb_version = get_le(rec + 36, 8);
+		m->fb_len = m->fb_present ? fbl : 0;
+		memcpy(m->fb, p, m->fb_len);
+		p += m->fb_len;
+		for (uint32_t i = 0; i < np; i++, p += PEND_ENTRY) {
+			m->pend[i].off = get_le(p, 8);
+			m->pend[i].len = (uint32_t)get_le(p + 8, 4);
+			m->pend[i].crc = (uint32_t)get_le(p + 12, 4);
+			if (!m->pend[i].len || m->pend[i].len > PEND_LEN_MAX)
+				return -EIO;
+		}
+	}
 	return 0;
 }
 
-static size_t meta_encode(uint8_t *rec, uint64_t version, const void *meta, uint32_t len)
+/* The record for meta (version, len bytes) with m's pending ranges, if any. */
+static size_t meta_encode(uint8_t *rec, const struct meta_rec *m, uint64_t nonce,
+			  uint64_t version, uint64_t mtime_ns, const void *meta, uint32_t len)
 {
+	bool pend = m->npend > 0;
+	uint32_t hdr = pend ? META_HDR2 : META_HDR;
+	uint8_t *p;
+
 	put_le(rec, META_MAGIC, 4);
-	put_le(rec + 4, META_FORMAT, 2);
-	put_le(rec + 6, META_HDR, 2);
+	put_le(rec + 4, pend ? META_FORMAT_PEND : META_FORMAT, 2);
+	put_le(rec + 6, hdr, 2);
 	put_le(rec + 8, version, 8);
-	put_le(rec + 16, tier__realtime_ns(), 8);
+	put_le(rec + 16, mtime_ns ? mtime_ns : tier__realtime_ns(), 8);
 	put_le(rec + 24, len, 4);
+	if (!pend) {
+		if (len)
+			memcpy(rec + META_HDR, meta, len);
+		return META_HDR + len;
+	}
+	put_le(rec + 28, nonce, 8);
+	put_le(rec + 36, m->fb_present ? m->fb_version : 0, 8);
+	put_le(rec + 44, m->fb_present ? m->fb_len : PEND_NO_FB, 4);
+	put_le(rec + 48, m->npend, 2);
+	put_le(rec + 50, 0, 2);
+	p = rec + META_HDR2;
 	if (len)
-		memcpy(rec + META_HDR, meta, len);
-	return META_HDR + len;
+		memmove(p, meta, len);
+	p += len;
+	if (m->fb_present && m->fb_len) {
+		memcpy(p, m->fb, m->fb_len);
+		p += m->fb_len;
+	}
+	for (unsigned i = 0; i < m->npend; i++, p += PEND_ENTRY) {
+		put_le(p, m->pend[i].off, 8);
+		put_le(p + 8, m->pend[i].len, 4);
+		put_le(p + 12, m->pend[i].crc, 4);
+	}
+	return (size_t)(p - rec);
+}
+
+/* Bytes of the record with one more pending range and a meta of len bytes. */
+static size_t pend_rec_size(const struct meta_rec *m, uint32_t len)
+{
+	uint32_t fb = m->npend ? (m->fb_present ? m->fb_len : 0) : (m->present ? m->len : 0);
+
+	return META_HDR2 + len + fb + (size_t)(m->npend + 1) * PEND_ENTRY;
+}
+
+static bool pend_overlap(const struct meta_rec *m, uint64_t off, uint64_t len)
+{
+	for (unsigned i = 0; i < m->npend; i++)
+		if (off < m->pend[i].off + m->pend[i].len && m->pend[i].off < off + len)
+			return true;
+	return false;
+}
+
+/* The data is durable (synced): nothing is pending any more. */
+static void pend_clear(struct meta_rec *m)
+{
+	m->npend = 0;
+	m->fb_present = false;
+	m->fb_len = 0;
+}
+
+/* A range was written under m's current meta: list it, first saving that meta as the fallback. */
+static void pend_add(struct meta_rec *m, uint64_t off, uint32_t len, uint32_t crc)
+{
+	if (m->npend == 0) {
+		m->fb_present = m->present;
+		m->fb_version = m->version;
+		m->fb_len = m->present ? m->len : 0;
+		memcpy(m->fb, m->buf, m->fb_len);
+	}
+	m->pend[m->npend].off = off;
+	m->pend[m->npend].len = len;
+	m->pend[m->npend].crc = crc;
+	m->npend++;
+}
+
+static uint32_t crc_zeros(uint64_t len)
+{
+	static const uint8_t zeros[4096];
+	uint32_t crc = 0;
+
+	for (; len; len -= len < sizeof(zeros) ? len : sizeof(zeros))
+		crc = tier_crc32c(crc, zeros, len < sizeof(zeros) ? len : sizeof(zeros));
+	return crc;
 }
 
 static bool xattr_unsupported(int err)
@@ -301,7 +465,7 @@ static bool xattr_unsupported(int err)
  * sidecar is unlinked (obj_create), so a sidecar never outlives its object
  * into a new one.
  */
-static int meta_get(struct opctx *c)
+static int meta_load(struct opctx *c)
 {
 	struct local_be *L = c->L;
 	uint8_t rec[META_REC_MAX];
@@ -310,6 +474,9 @@ static int meta_get(struct opctx *c)
 	int sfd;
 
 	memset(&c->m, 0, offsetof(struct meta_rec, buf));
+	c->m.npend = 0;
+	c->m.fb_present = false;
+	c->m.fb_len = 0;
 	c->meta_read = true;
 	if (!atomic_load(&L->sidecar_only)) {
 		n = fgetxattr(c->fd, META_XATTR, rec, sizeof(rec));
@@ -347,7 +514,7 @@ static int sidecar_write(struct opctx *c, const uint8_t *rec, size_t n, bool dur
 		return neg_errno();
 	rc = write_full(tfd, rec, n, 0);
 	if (rc == 0)
-		rc = sync_fd(tfd, false);
+		rc = sync_fd(L, tfd, false);
 	close(tfd);
 	if (rc == 0 && renameat(L->dirfd, tmp, L->dirfd, side) < 0)
 		rc = neg_errno();
@@ -359,19 +526,41 @@ static int sidecar_write(struct opctx *c, const uint8_t *rec, size_t n, bool dur
 	return durable ? sync_names(L) : 0;
 }
 
+/* After a successful put, c->m describes the record now stored. */
+static void meta_note(struct opctx *c, uint64_t version, uint64_t mtime_ns, const void *meta,
+		      uint32_t len)
+{
+	c->m.present = true;
+	c->m.version = version;
+	c->m.mtime_ns = mtime_ns;
+	if (meta != c->m.buf && len)
+		memcpy(c->m.buf, meta, len);
+	c->m.len = len;
+	c->meta_read = true;
+}
+
+/*
+ * Store meta as the object's record, with c->m's pending ranges (none:
+ * a format 1 record).  mtime_ns 0 means now.  durable: fsync it.
+ */
 static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_t len,
-		    bool durable)
+		    bool durable, uint64_t mtime_ns)
 {
 	struct local_be *L = c->L;
 	uint8_t rec[META_REC_MAX];
-	size_t n = meta_encode(rec, version, meta, len);
+	size_t n;
 	bool spill = false;
 	int rc;
 
+	if (!mtime_ns)
+		mtime_ns = tier__realtime_ns();
+	n = meta_encode(rec, &c->m, L->nonce, version, mtime_ns, meta, len);
 	c->meta_read = false;
 	if (!atomic_load(&L->sidecar_only)) {
-		if (fsetxattr(c->fd, META_XATTR, rec, n, 0) == 0)
-			return durable ? sync_fd(c->fd, false) : 0;
+		if (fsetxattr(c->fd, META_XATTR, rec, n, 0) == 0) {
+			meta_note(c, version, mtime_ns, meta, len);
+			return durable ? sync_fd(c->L, c->fd, false) : 0;
+		}
 		if (xattr_unsupported(errno))
 			atomic_store(&L->sidecar_only, true);
 		else if (errno == E2BIG || errno == ENOSPC || errno == ERANGE)
@@ -380,12 +569,102 @@ static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_
 			return neg_errno();
 	}
 	rc = sidecar_write(c, rec, n, durable);
-	if (rc < 0 || !spill)
+	if (rc < 0)
 		return rc;
+	if (!spill) {
+		meta_note(c, version, mtime_ns, meta, len);
+		return 0;
+	}
 	/* the sidecar is durable; now retire the xattr readers would prefer */
 	if (fremovexattr(c->fd, META_XATTR) < 0 && errno != ENODATA)
 		return neg_errno();
-	return durable ? sync_fd(c->fd, false) : 0;
+	meta_note(c, version, mtime_ns, meta, len);
+	return durable ? sync_fd(c->L, c->fd, false) : 0;
+}
+
+/* Do the pending ranges of c->m hold the bytes their CRCs name? */
+static int pend_verify(struct opctx *c, bool *ok)
+{
+	uint8_t *buf = malloc(PEND_LEN_MAX);
+	int fd, rc = 0;
+
+	*ok = true;
+	if (!buf)
+		return -ENOMEM;
+	fd = openat(c->L->dirfd, c->enc, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		free(buf);
+		return neg_errno();
+	}
+	for (unsigned i = 0; i < c->m.npend && *ok; i++) {
+		const struct pend *r = &c->m.pend[i];
+		ssize_t n = read_full(fd, buf, r->len, (off_t)r->off, false);
+
+		if (n < 0) {
+			rc = (int)n;
+			break;
+		}
+		memset(buf + n, 0, r->len - (size_t)n);   /* past the end reads as zeros */
+		*ok = tier_crc32c(0, buf, r->len) == r->crc;
+	}
+	close(fd);
+	free(buf);
+	return rc;
+}
+
+/*
+ * A record with pending ranges from another store session: settle it
+ * (see "Pending ranges" at the top).  The create's syncfs made the file's
+ * bytes durable, so a verified meta can be stored without ranges at once.
+ */
+static int settle_foreign(struct opctx *c)
+{
+	struct local_be *L = c->L;
+	char side[NAME_MAX + 1];
+	bool ok;
+	int rc = pend_verify(c, &ok);
+
+	if (rc < 0)
+		return rc;
+	if (ok) {
+		atomic_fetch_add(&L->pend_kept, 1);
+	} else {
+		atomic_fetch_add(&L->pend_dropped, 1);
+		if (!c->m.fb_present) {
+			/* nothing of this copy was ever durable: base has the object */
+			if ((rc = step(L)) < 0)
+				return rc;
+			if (unlinkat(L->dirfd, c->enc, 0) < 0)
+				return neg_errno();
+			side_name(c->enc, side);
+			rc = unlinkat(L->dirfd, side, 0) < 0 && errno != ENOENT ? neg_errno() : 0;
+			ns_changed(L);
+			if (rc == 0)
+				rc = sync_names(L);
+			tier__fdc_forget(L->fdc, c->enc, c->fd);   /* unlinked: drop every cached descriptor */
+			c->fd = -1;
+			memset(&c->m, 0, offsetof(struct meta_rec, buf));
+			pend_clear(&c->m);
+			return rc;
+		}
+		c->m.version = c->m.fb_version;
+		c->m.len = c->m.fb_len;
+		memcpy(c->m.buf, c->m.fb, c->m.fb_len);
+	}
+	pend_clear(&c->m);
+	if ((rc = step(L)) < 0)
+		return rc;
+	return meta_put(c, c->m.version, c->m.buf, c->m.len, true, c->m.mtime_ns);
+}
+
+/* The object's record, settled if another session left ranges pending. */
+static int meta_get(struct opctx *c)
+{
+	int rc = meta_load(c);
+
+	if (rc < 0 || !c->m.npend || c->m.nonce == c->L->nonce)
+		return rc;
+	return settle_foreign(c);
 }
 
 /* ---- object files ---- */
@@ -514,8 +793,13 @@ static ssize_t read_nowait(struct opctx *c, void *buf, size_t len, off_t off)
 static int do_read(struct opctx *c)
 {
 	struct tier_store_op *op = c->op;
+	bool fua = op->flags & TIER_STORE_F_FUA;
 	ssize_t n;
+	int rc;
 
+	/* a barrier must know whether ranges are pending (meta_get may also settle a foreign record) */
+	if (fua && c->fd >= 0 && !c->meta_read && (rc = meta_get(c)) < 0)
+		return rc;
 	if (c->fd < 0)
 		return -ENOENT;
 	if (c->nowait)
@@ -530,9 +814,22 @@ static int do_read(struct opctx *c)
 	 * fsync (the xattr too), then the names (a new file's entry, a sidecar
 	 * rename) so that the object is found again after a power cut.
 	 */
-	if (op->flags & TIER_STORE_F_FUA) {
-		int rc = sync_fd(c->fd, false);
-
+	if (fua) {
+		/*
+		 * Pending ranges: data first, then the record without them, and
+		 * that record durable (fsync below): a durable record that still
+		 * listed them could later be torn under by an overwrite.
+		 */
+		if (c->m.npend) {
+			if ((rc = sync_fd(c->L, c->fd, true)) < 0)
+				return rc;
+			pend_clear(&c->m);
+			if ((rc = step(c->L)) < 0 ||
+			    (rc = meta_put(c, c->m.version, c->m.buf, c->m.len, false,
+					   c->m.mtime_ns)) < 0)
+				return rc;
+		}
+		rc = sync_fd(c->L, c->fd, false);
 		if (rc == 0)
 			rc = sync_names(c->L);
 		if (rc < 0)
@@ -582,31 +879,62 @@ static int zero_range(int fd, uint64_t off, uint64_t len)
 static int do_write(struct opctx *c)
 {
 	struct tier_store_op *op = c->op;
+	struct local_be *L = c->L;
 	bool fua = op->flags & TIER_STORE_F_FUA, meta = op->flags & TIER_STORE_F_META;
 	bool ordered = fua || (meta && (op->flags & TIER_STORE_F_ORDERED));
+	bool lazy = false;
 	int rc;
 
-	if (meta && op->pre_meta) {
-		if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
+	if (meta && c->fd >= 0 && !c->meta_read && (rc = meta_get(c)) < 0)
+		return rc;
+	/*
+	 * Settle: a pending range must not change under its CRC.  Data first,
+	 * then the record without ranges, before this write's data: a process
+	 * that dies after the data would otherwise leave a range that fails
+	 * its check and takes acknowledged writes with it.
+	 */
+	if (meta && pend_overlap(&c->m, op->off, op->len)) {
+		if ((rc = sync_fd(c->L, c->fd, true)) < 0)
 			return rc;
-		rc = meta_put(c, op->version, op->pre_meta, op->pre_meta_len, true);
-		if (rc < 0 || (fua && (rc = sync_names(c->L)) < 0))
+		pend_clear(&c->m);
+		if ((rc = step(L)) < 0 ||
+		    (rc = meta_put(c, c->m.version, c->m.buf, c->m.len, false, c->m.mtime_ns)) < 0)
+			return rc;
+		atomic_fetch_add(&L->pend_settles, 1);
+	}
+	/* F_ORDERED without FUA: list the range instead of syncing (see the top) */
+	if (ordered && !fua && !L->ordered_sync && op->len <= PEND_LEN_MAX &&
+	    c->m.npend < PEND_MAX && pend_rec_size(&c->m, op->meta_len) <= PEND_REC_MAX)
+		lazy = true, ordered = false;
+	if (meta && op->pre_meta) {
+		if ((rc = step(L)) < 0 || (rc = obj_create(c)) < 0)
+			return rc;
+		rc = meta_put(c, op->version, op->pre_meta, op->pre_meta_len, true, 0);
+		if (rc < 0 || (fua && (rc = sync_names(L)) < 0))
 			return rc;
 	}
-	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
+	if ((rc = step(L)) < 0 || (rc = obj_create(c)) < 0)
 		return rc;
 	if (op->opcode == TIER_STORE_WRITE)
 		rc = write_full(c->fd, op->buf, op->len, (off_t)op->off);
 	else
 		rc = zero_range(c->fd, op->off, op->len);
-	if (rc == 0 && ordered)
-		rc = sync_fd(c->fd, true);
+	if (rc == 0 && ordered) {
+		rc = sync_fd(c->L, c->fd, true);
+		pend_clear(&c->m);
+	}
 	if (rc < 0)
 		return rc;
+	if (lazy) {
+		pend_add(&c->m, op->off, (uint32_t)op->len,
+			 op->opcode == TIER_STORE_WRITE ? tier_crc32c(0, op->buf, op->len)
+							: crc_zeros(op->len));
+		atomic_fetch_add(&L->pend_writes, 1);
+	}
 	if (meta) {
-		if ((rc = step(c->L)) < 0)
+		if ((rc = step(L)) < 0)
 			return rc;
-		rc = meta_put(c, op->version, op->meta, op->meta_len, fua);
+		rc = meta_put(c, op->version, op->meta, op->meta_len, fua, 0);
 		if (rc < 0)
 			return rc;
 	}
@@ -623,12 +951,20 @@ static int do_setmeta(struct opctx *c)
 
 	if (c->fd < 0 && !(op->flags & TIER_STORE_F_CREATE))
 		return -ENOENT;
+	/* the record's pending ranges carry over (meta_get may settle a foreign one) */
+	if (c->fd >= 0 && !c->meta_read && (rc = meta_get(c)) < 0)
+		return rc;
+	if (c->fd < 0 && !(op->flags & TIER_STORE_F_CREATE))
+		return -ENOENT;
 	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
 		return rc;
 	/* F_ORDERED: the data this meta vouches for (a flush's "clean") first */
-	if ((op->flags & TIER_STORE_F_ORDERED) && (rc = sync_fd(c->fd, true)) < 0)
-		return rc;
-	rc = meta_put(c, op->version, op->meta, op->meta_len, fua);
+	if (op->flags & TIER_STORE_F_ORDERED) {
+		if ((rc = sync_fd(c->L, c->fd, true)) < 0)
+			return rc;
+		pend_clear(&c->m);
+	}
+	rc = meta_put(c, op->version, op->meta, op->meta_len, fua, 0);
 	if (rc == 0 && fua)
 		rc = sync_names(c->L);
 	return rc;
@@ -675,6 +1011,8 @@ static int do_stat(struct opctx *c)
 		return neg_errno();
 	if (!c->meta_read && (rc = meta_get(c)) < 0)
 		return rc;
+	if (c->fd < 0)
+		return -ENOENT;   /* a foreign record's ranges failed and nothing older stood */
 	mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
 	op->obj_size = (uint64_t)st.st_size;
 	op->obj_version = c->m.version;

@@ -7,6 +7,7 @@
  * thread: completions always travel through the store's tier_cq.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -134,6 +135,9 @@ uint64_t tier_store_in_flight(const struct tier_store *st)
 void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *out)
 {
 	*out = st->stats;
+	if (st->ops->size >= offsetof(struct tier_store_ops, get_stats) + sizeof(st->ops->get_stats) &&
+	    st->ops->get_stats)
+		st->ops->get_stats(st->be, out);
 }
 
 void tier_store_list_free(char **names, size_t n)

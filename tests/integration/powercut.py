@@ -770,6 +770,13 @@ size = %(size)d
         except (ValueError, KeyError):
             return {}
 
+    def cache_pool(self):
+        r = self.tierctl("perf", "dump")
+        try:
+            return json.loads(r.stdout)["pools"]["cache"]
+        except (ValueError, KeyError):
+            return {}
+
     def cleanup(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
@@ -820,6 +827,7 @@ def main():
     cuts = kills = verified = 0
     lost_total = 0
     tier_tot = {}
+    pend_tot = {"kept": 0, "dropped": 0}
     rc = 0
     try:
         rig.mkfs()
@@ -868,6 +876,14 @@ def main():
             h = nbd_connect(rig.sock)
             obs = cl.read_all(h)
             f1, lost = cl.check(obs, kind, desc)
+            # records with pending ranges (local_io.c) checked at the rebuild: kept or dropped
+            pool = rig.cache_pool()
+            pkept, pdrop = int(pool.get("pending_kept", 0)), int(pool.get("pending_dropped", 0))
+            pend_tot["kept"] += pkept
+            pend_tot["dropped"] += pdrop
+            if kind == "kill9" and pdrop:
+                cl.fail("%s: %d records dropped their pending ranges after kill -9 "
+                        "(the page cache kept every byte: the check must pass)" % (desc, pdrop))
             t = time.monotonic()
             r = rig.tierctl("flush", "--wait", "--timeout", "120")
             tflush = time.monotonic() - t
@@ -891,11 +907,12 @@ def main():
             log("powercut: mode=%s round %d/%d %s after %.1fs: %d ops (%s), %d in flight at the cut; "
                 "fsck rc %s; copy %.2fs; verified %d blocks twice: %d failures, %d after flush; "
                 "%d blocks legally lost acknowledged writes; agent flush %.1fs; "
-                "tier counters: promotions %s flushes %s evictions %s; client rss %d MiB" % (
+                "tier counters: promotions %s flushes %s evictions %s; pending ranges at the "
+                "rebuild: %d records kept, %d fell back; client rss %d MiB" % (
                     a.mode, rnd, len(plan), desc, dur, nops,
                     " ".join("%s=%d" % kv for kv in stats.items()), n_inflight, fsck, tcopy,
                     nblocks, f1, f2, lost, tflush, cnt.get("promotions", "?"),
-                    cnt.get("flushes", "?"), cnt.get("evictions", "?"), rss_mib()))
+                    cnt.get("flushes", "?"), cnt.get("evictions", "?"), pkept, pdrop, rss_mib()))
             if (f1 or f2) and os.environ.get("TIER_POWERCUT_STOP_ON_FAIL") == "1":
                 break
         h = nbd_drop(h)
@@ -912,9 +929,11 @@ def main():
     finally:
         rig.cleanup()
     print("powercut: mode=%s cuts=%d kill9=%d blocks_verified=%d failures=%d "
-          "failures_after_kill9=%d legally_lost_acked=%d promotions=%d flushes=%d evictions=%d seed=%d" % (
+          "failures_after_kill9=%d legally_lost_acked=%d promotions=%d flushes=%d evictions=%d "
+          "pending_kept=%d pending_dropped=%d seed=%d" % (
               a.mode, cuts, kills, verified, cl.failures, cl.after_kill9, lost_total, tier_tot.get("promotions", 0),
-              tier_tot.get("flushes", 0), tier_tot.get("evictions", 0), seed), flush=True)
+              tier_tot.get("flushes", 0), tier_tot.get("evictions", 0), pend_tot["kept"], pend_tot["dropped"],
+              seed), flush=True)
     if rc:
         return rc
     return 1 if cl.failures else 0

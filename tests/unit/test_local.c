@@ -1070,6 +1070,184 @@ static void test_descriptor_exhaustion_does_not_fail_ops(void **state)
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
+/* ---- pending ranges (F_ORDERED without a sync; local_io.c) ---- */
+
+/* The format field of the object's xattr record: 1 plain, 2 with pending ranges. */
+static int rec_format(struct env *e, const char *enc)
+{
+	char path[256];
+	uint8_t rec[16384];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", e->pool, enc);
+	n = getxattr(path, "user.tier.meta", rec, sizeof(rec));
+	if (n < 6)
+		return -1;
+	return rec[4] | rec[5] << 8;
+}
+
+/* What a power cut that lost the data would leave: other bytes in the file. */
+static void clobber(struct env *e, const char *enc, uint64_t off, uint64_t len)
+{
+	char path[256];
+	uint8_t junk[4096];
+	int fd;
+
+	memset(junk, 0xEE, sizeof(junk));
+	snprintf(path, sizeof(path), "%s/%s", e->pool, enc);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_true(len <= sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, len, (off_t)off), (ssize_t)len);
+	close(fd);
+}
+
+#define ORD (TIER_STORE_F_ORDERED)
+
+static void test_ordered_write_lists_range_and_keeps_it_after_restart(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096], back[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);   /* listed, not synced */
+	memset(buf, 'b', sizeof(buf));
+	assert_int_equal(put(e, "o", 8192, buf, 4096, ORD, "m2", 2), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	/* same session: the meta stands as written, nothing is checked */
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_equal(meta, "m2");
+	/* a new session (kill -9: the page cache kept everything) checks and keeps it */
+	reopen(e, NULL);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_int_equal(op.obj_version, 2);
+	assert_string_equal(meta, "m2");
+	assert_int_equal(rec_format(e, "o"), 1);   /* settled, durably */
+	assert_int_equal(get(e, "o", 8192, back, 4096), 4096);
+	assert_memory_equal(back, buf, 4096);
+}
+
+static void test_lost_pending_data_falls_back_to_the_older_meta(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	/* m1 is durable with its data (FUA), then two ranges listed under m2, m3 */
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_FUA | ORD, "m1", 1), 4096);
+	assert_int_equal(rec_format(e, "o"), 1);
+	assert_int_equal(put(e, "o", 4096, buf, 4096, ORD, "m2", 2), 4096);
+	assert_int_equal(put(e, "o", 16384, buf, 4096, ORD, "m3", 3), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	close_store(e);
+	clobber(e, "o", 16384, 4096);   /* the cut lost the second range's bytes */
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_int_equal(op.obj_version, 1);
+	assert_string_equal(meta, "m1");
+	assert_int_equal(rec_format(e, "o"), 1);
+	/* and it stays put in the next session, whatever the bytes say */
+	reopen(e, NULL);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_equal(meta, "m1");
+}
+
+static void test_lost_pending_data_of_a_new_copy_removes_it(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096], path[256];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "n", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	close_store(e);
+	clobber(e, "n", 0, 100);
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(stat_obj(e, "n", &op, meta), -ENOENT);
+	snprintf(path, sizeof(path), "%s/n", e->pool);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+static void test_overwrite_of_pending_range_settles_first(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	/* a plain overwrite of the listed range: data synced, list dropped first */
+	memset(buf, 'b', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, 0, "m2", 2), 4096);
+	assert_int_equal(rec_format(e, "o"), 1);
+	/* nothing is checked any more: clobbered bytes (a torn overwrite) keep m2 */
+	close_store(e);
+	clobber(e, "o", 0, 100);
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_equal(meta, "m2");
+	/* a write elsewhere keeps the list of others: a new range after a plain write */
+	assert_int_equal(put(e, "o", 8192, buf, 4096, ORD, "m3", 3), 4096);
+	assert_int_equal(put(e, "o", 0, buf, 100, 0, "m4", 4), 100);
+	assert_int_equal(rec_format(e, "o"), 2);
+}
+
+static void test_sync_barrier_and_ordered_setmeta_drop_the_list(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op = { .opcode = TIER_STORE_READ, .flags = TIER_STORE_F_FUA,
+				    .off = 0, .len = 4096 };
+	char buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	strcpy(op.oid, "o");
+	op.buf = buf;
+	assert_int_equal(run(e, &op), 4096);
+	assert_int_equal(rec_format(e, "o"), 1);
+	assert_int_equal(put(e, "o", 4096, buf, 4096, ORD, "m2", 2), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_SETMETA;
+	op.flags = TIER_STORE_F_META | ORD;
+	strcpy(op.oid, "o");
+	op.meta = "clean";
+	op.meta_len = 5;
+	op.version = 3;
+	assert_int_equal(run(e, &op), 0);
+	assert_int_equal(rec_format(e, "o"), 1);
+}
+
+static void test_ordered_sync_env_and_limits_sync_instead(void **state)
+{
+	struct env *e = *state;
+	static char big[512 << 10];
+	char buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	/* bigger than a range may be: synced at once */
+	assert_int_equal(put(e, "big", 0, big, sizeof(big), TIER_STORE_F_EXCL | ORD, "m", 1),
+			 (int)sizeof(big));
+	assert_int_equal(rec_format(e, "big"), 1);
+	/* 32 ranges listed, the 33rd syncs and starts over */
+	for (int i = 0; i < 33; i++)
+		assert_int_equal(put(e, "many", (uint64_t)i * 8192, buf, 4096,
+				     (i ? 0 : TIER_STORE_F_EXCL) | ORD, "m", (uint64_t)i + 1), 4096);
+	assert_int_equal(rec_format(e, "many"), 1);
+	assert_int_equal(put(e, "many", 33 * 8192, buf, 4096, ORD, "m", 40), 4096);
+	assert_int_equal(rec_format(e, "many"), 2);
+	setenv("TIER_LOCAL_ORDERED_SYNC", "1", 1);
+	reopen(e, NULL);
+	unsetenv("TIER_LOCAL_ORDERED_SYNC");
+	assert_int_equal(put(e, "s", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m", 1), 4096);
+	assert_int_equal(rec_format(e, "s"), 1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1097,6 +1275,12 @@ int main(void)
 		T(test_open_files_are_cached_and_bounded),
 		T(test_remove_forgets_the_cached_descriptor),
 		T(test_descriptor_exhaustion_does_not_fail_ops),
+		T(test_ordered_write_lists_range_and_keeps_it_after_restart),
+		T(test_lost_pending_data_falls_back_to_the_older_meta),
+		T(test_lost_pending_data_of_a_new_copy_removes_it),
+		T(test_overwrite_of_pending_range_settles_first),
+		T(test_sync_barrier_and_ordered_setmeta_drop_the_list),
+		T(test_ordered_sync_env_and_limits_sync_instead),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
