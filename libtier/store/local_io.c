@@ -10,6 +10,7 @@
  * two ops on one object interleave their guard and their effect, and never
  * write anything once the crash simulation has tripped.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +52,9 @@
  * there was none.  Either way the record is rewritten without ranges and
  * made durable before anything else reads it (the create's syncfs already
  * made whatever the file holds durable).  To keep the check sound:
+ *  - a synced record never lists ranges (a pre_meta or FUA write with
+ *    ranges pending syncs the data and drops them first), so any record a
+ *    cut brings back falls back no further than the object's last sync;
  *  - a write over a pending range syncs the data first and stores the
  *    record without the list before its own data (settle), so a listed
  *    range changes only under its own CRC;
@@ -552,6 +556,7 @@ static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_
 	bool spill = false;
 	int rc;
 
+	assert(!(durable && c->m.npend));   /* a synced record never lists ranges */
 	if (!mtime_ns)
 		mtime_ns = tier__realtime_ns();
 	n = meta_encode(rec, &c->m, L->nonce, version, mtime_ns, meta, len);
@@ -902,8 +907,19 @@ static int do_write(struct opctx *c)
 			return rc;
 		atomic_fetch_add(&L->pend_settles, 1);
 	}
+	/*
+	 * A synced record never lists ranges: the pre_meta is fsynced, and a
+	 * fallback older than it could bring back a clean mark over bytes it
+	 * has since let the client change.  So sync the data and drop the list.
+	 */
+	if (meta && op->pre_meta && c->m.npend) {
+		if ((rc = sync_fd(L, c->fd, true)) < 0)
+			return rc;
+		pend_clear(&c->m);
+	}
 	/* F_ORDERED without FUA: list the range instead of syncing (see the top) */
-	if (ordered && !fua && !L->ordered_sync && op->len <= PEND_LEN_MAX &&
+	if (ordered && !fua && !L->ordered_sync && !atomic_load(&L->sidecar_only) &&
+	    op->len <= PEND_LEN_MAX &&
 	    c->m.npend < PEND_MAX && pend_rec_size(&c->m, op->meta_len) <= PEND_REC_MAX)
 		lazy = true, ordered = false;
 	if (meta && op->pre_meta) {
@@ -958,8 +974,8 @@ static int do_setmeta(struct opctx *c)
 		return -ENOENT;
 	if ((rc = step(c->L)) < 0 || (rc = obj_create(c)) < 0)
 		return rc;
-	/* F_ORDERED: the data this meta vouches for (a flush's "clean") first */
-	if (op->flags & TIER_STORE_F_ORDERED) {
+	/* F_ORDERED: the data this meta vouches for (a flush's "clean") first; FUA: a synced record lists no ranges */
+	if ((op->flags & TIER_STORE_F_ORDERED) || (fua && c->m.npend)) {
 		if ((rc = sync_fd(c->L, c->fd, true)) < 0)
 			return rc;
 		pend_clear(&c->m);

@@ -1248,6 +1248,93 @@ static void test_ordered_sync_env_and_limits_sync_instead(void **state)
 	assert_int_equal(rec_format(e, "s"), 1);
 }
 
+static int put_pre(struct env *e, const char *oid, uint64_t off, const void *buf, uint64_t len,
+		   uint32_t flags, const char *pre, const char *meta, uint64_t version)
+{
+	struct tier_store_op op = { .opcode = TIER_STORE_WRITE, .flags = flags | TIER_STORE_F_META,
+				    .off = off, .len = len, .buf = (void *)buf,
+				    .version = version, .meta = meta,
+				    .meta_len = (uint32_t)strlen(meta), .pre_meta = pre,
+				    .pre_meta_len = (uint32_t)strlen(pre) };
+
+	snprintf(op.oid, sizeof(op.oid), "%s", oid);
+	return run(e, &op);
+}
+
+/*
+ * A pre_meta (durable: a clean extent becomes dirty) while ranges are
+ * listed: the list goes first, or a cut that loses the write's own new
+ * range falls back to a meta older than the pre_meta, calling the extent
+ * clean over the client's new bytes.  (Found in review.)
+ */
+static void test_pre_meta_with_ranges_listed_drops_them_first(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[8192], path[256];
+	uint8_t saved[16384];
+	ssize_t n;
+
+	memset(buf, 'A', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | TIER_STORE_F_FUA | ORD,
+			     "F-Aclean", 1), 4096);
+	memset(buf, 'b', sizeof(buf));
+	assert_int_equal(put(e, "o", 8192, buf, 4096, ORD, "M1", 2), 4096);   /* B: listed */
+	assert_int_equal(rec_format(e, "o"), 2);
+	memset(buf, 'n', sizeof(buf));
+	/* over clean A (pre_meta: A dirty, durable) and new C (listed) */
+	assert_int_equal(put_pre(e, "o", 0, buf, 8192, ORD, "P-Adirty", "M2", 3), 8192);
+	close_store(e);
+	clobber(e, "o", 4096, 4096);   /* the cut lost C's bytes, kept A's */
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_not_equal(meta, "F-Aclean");
+	assert_string_equal(meta, "P-Adirty");   /* A stays dirty: its new bytes are the client's */
+
+	/* the same through the settle: the record the pre_meta synced must not list B */
+	teardown(state);
+	setup(state);
+	e = *state;
+	memset(buf, 'A', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | TIER_STORE_F_FUA | ORD,
+			     "F-Aclean", 1), 4096);
+	memset(buf, 'b', sizeof(buf));
+	assert_int_equal(put(e, "o", 8192, buf, 4096, ORD, "M1", 2), 4096);
+	memset(buf, 'n', sizeof(buf));
+	assert_int_equal(put_pre(e, "o", 0, buf, 4096, 0, "P-Adirty", "M2", 3), 4096);
+	snprintf(path, sizeof(path), "%s/o", e->pool);
+	n = getxattr(path, "user.tier.meta", saved, sizeof(saved));   /* what the pre_meta synced */
+	assert_true(n > 0);
+	memset(buf, 'c', sizeof(buf));
+	assert_int_equal(put(e, "o", 8192, buf, 4096, 0, "M3", 4), 4096);
+	close_store(e);
+	/* the cut: the xattr goes back to its last fsynced value */
+	assert_int_equal(setxattr(path, "user.tier.meta", saved, (size_t)n, 0), 0);
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_not_equal(meta, "F-Aclean");
+}
+
+static void test_sidecar_only_pools_sync_instead(void **state)
+{
+	struct env *e = *state;
+	char buf[4096], path[256];
+	uint8_t rec[64];
+	int fd;
+
+	setenv("TIER_LOCAL_FORCE_SIDECAR", "1", 1);
+	reopen(e, NULL);
+	unsetenv("TIER_LOCAL_FORCE_SIDECAR");
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	snprintf(path, sizeof(path), "%s/.o.meta", e->pool);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_true(read(fd, rec, sizeof(rec)) >= 6);
+	close(fd);
+	assert_int_equal(rec[4] | rec[5] << 8, 1);   /* a sidecar write syncs anyway: no list */
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1281,6 +1368,8 @@ int main(void)
 		T(test_overwrite_of_pending_range_settles_first),
 		T(test_sync_barrier_and_ordered_setmeta_drop_the_list),
 		T(test_ordered_sync_env_and_limits_sync_instead),
+		T(test_pre_meta_with_ranges_listed_drops_them_first),
+		T(test_sidecar_only_pools_sync_instead),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
