@@ -151,6 +151,10 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
 
 /*
  * Writes, trims and zeroes.  They wait behind a promotion or an eviction.
+ * A write counts as a hit when the copy holds what it overwrites: a cached
+ * object, and in extent mode every extent of the piece (a write of new
+ * extents into a cached copy is a miss that reads nothing from base, as a
+ * write miss admitted in extent mode).
  * Over target in extent mode, a write touching only extents the copy lacks
  * goes to base (base is authoritative for those).  A cached copy takes the
  * write once shared ops are done (an overwrite of extents it holds need not
@@ -179,7 +183,9 @@ static struct tier__decision decide_write(const struct tier_params *p,
 		} else {
 			d = s->type != TIER_REQ_WRITE && s->whole ? decide_whole_drop(s) :
 				go(TIER__R_CACHE_WRITE, "the object is cached");
-			d.count = TIER__C_HIT;
+			/* extent mode: new extents of a cached copy are a miss (nothing was cached) */
+			d.count = s->type != TIER_REQ_WRITE || !s->extents || s->all_valid ?
+				  TIER__C_HIT : TIER__C_MISS;
 		}
 	} else {
 		bool extent = p->promote_granularity == TIER_GRAN_EXTENT && s->bitmaps;

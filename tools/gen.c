@@ -274,39 +274,144 @@ int gen_parse_rw(const char *s, uint32_t *write_pct)
 	return 0;
 }
 
+int gen_parse_pattern(const char *s, enum gen_pattern *out)
+{
+	static const char *const names[] = { "plain", "hotscan", "shift", "log", "vms", "loop" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(s, names[i])) {
+			*out = (enum gen_pattern)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int gen_workload_init(struct gen_workload *w, const struct gen_workload_opts *o)
 {
-	uint64_t nranges;
+	uint64_t nranges, dn;
 	int ret;
 
-	if (!o->bs || o->size < o->bs || o->write_pct > 100)
+	if (!o->bs || o->size < o->bs || o->write_pct > 100 || o->hot_pct > 99 ||
+	    o->parts > GEN_MAX_PARTS || (unsigned)o->pattern > GEN_PAT_LOOP)
 		return -EINVAL;
 	memset(w, 0, sizeof(*w));
 	w->o = *o;
+	if (!w->o.hot_pct)
+		w->o.hot_pct = 10;
+	if (!w->o.period)
+		w->o.period = 50000;
+	if (!w->o.scan_len)
+		w->o.scan_len = w->o.period / 5;
+	if (!w->o.parts)
+		w->o.parts = 20;
 	/* fio: nranges = ceil(size / min_bs); keep every request inside size */
 	nranges = o->size / o->bs;
-	ret = gen_dist_init(&w->dist, o->type, o->param, nranges, o->seed);
-	if (ret < 0)
+	w->hot_blocks = nranges * w->o.hot_pct / 100;
+	if (!w->hot_blocks)
+		w->hot_blocks = 1;
+	dn = o->pattern == GEN_PAT_HOTSCAN || o->pattern == GEN_PAT_LOG ? w->hot_blocks : nranges;
+	if (o->pattern == GEN_PAT_LOG && w->hot_blocks >= nranges)
+		return -EINVAL;   /* no room for the log */
+	if (o->pattern == GEN_PAT_LOOP && w->o.period > nranges)
+		return -EINVAL;   /* more positions than blocks */
+	if (o->pattern == GEN_PAT_VMS) {
+		w->part_blocks = nranges / w->o.parts;
+		if (!w->part_blocks)
+			return -EINVAL;
+		dn = w->part_blocks;
+		w->parts = calloc(w->o.parts, sizeof(*w->parts));
+		if (!w->parts)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < w->o.parts; i++) {
+			ret = gen_dist_init(&w->parts[i], o->type, o->param, dn, o->seed + i);
+			if (ret < 0) {
+				gen_workload_free(w);
+				return ret;
+			}
+		}
+		gen_taus88_seed(&w->pick, o->seed ^ 0x27d4eb2fu);
+	}
+	ret = gen_dist_init(&w->dist, o->type, o->param, dn, o->seed);
+	if (ret < 0) {
+		gen_workload_free(w);
 		return ret;
+	}
 	gen_taus88_seed(&w->rw, o->seed ^ 0x5bd1e995u);
 	return 0;
 }
 
-void gen_workload_next(struct gen_workload *w, struct gen_req *out)
+void gen_workload_free(struct gen_workload *w)
+{
+	free(w->parts);
+	w->parts = NULL;
+}
+
+static bool draw_write(struct gen_workload *w)
 {
 	uint32_t read_pct = 100 - w->o.write_pct;
+	uint32_t r, v;
 
-	if (read_pct == 0) {
-		out->is_write = true;
-	} else if (read_pct == 100) {
-		out->is_write = false;
-	} else {
-		/* fio's rand_between(rwmix_state, 1, 100) <= rwmix_read -> read */
-		uint32_t r = gen_taus88_next(&w->rw);
-		uint32_t v = 1 + (uint32_t)(100.0 * ((double)r / (GEN_RAND32_MAX + 1.0)));
+	if (read_pct == 0)
+		return true;
+	if (read_pct == 100)
+		return false;
+	/* fio's rand_between(rwmix_state, 1, 100) <= rwmix_read -> read */
+	r = gen_taus88_next(&w->rw);
+	v = 1 + (uint32_t)(100.0 * ((double)r / (GEN_RAND32_MAX + 1.0)));
+	return v > read_pct;
+}
 
-		out->is_write = v > read_pct;
-	}
-	out->off = gen_dist_next(&w->dist) * w->o.bs;
+void gen_workload_next(struct gen_workload *w, struct gen_req *out)
+{
+	uint64_t nranges = w->o.size / w->o.bs, blk, i = w->n++;
+
 	out->len = w->o.bs;
+	switch (w->o.pattern) {
+	case GEN_PAT_HOTSCAN:
+		if (i % w->o.period >= w->o.period - (w->o.scan_len < w->o.period ?
+						       w->o.scan_len : w->o.period)) {
+			out->is_write = false;   /* a scan reads */
+			out->off = (w->scan_pos++ % nranges) * w->o.bs;
+			return;
+		}
+		break;
+	case GEN_PAT_SHIFT:
+		if (i && i % w->o.period == 0) {
+			/* the golden ratio walks the hot spot evenly over the target */
+			w->phase++;
+			gen_dist_set_center(&w->dist, fmod(0.6180339887 * (double)w->phase, 1.0));
+		}
+		break;
+	case GEN_PAT_LOG:
+		if (i % 2 == 1) {
+			out->is_write = true;
+			out->off = (w->hot_blocks + w->log_pos++ % (nranges - w->hot_blocks)) * w->o.bs;
+			return;
+		}
+		break;
+	case GEN_PAT_VMS: {
+		uint32_t part = (uint32_t)((double)w->o.parts *
+					   ((double)gen_taus88_next(&w->pick) / (GEN_RAND32_MAX + 1.0)));
+
+		if (part >= w->o.parts)
+			part = w->o.parts - 1;
+		out->is_write = draw_write(w);
+		blk = (uint64_t)part * w->part_blocks + gen_dist_next(&w->parts[part]);
+		out->off = blk * w->o.bs;
+		return;
+	}
+	case GEN_PAT_LOOP: {
+		uint64_t stride = nranges / w->o.period;
+
+		out->is_write = draw_write(w);
+		out->off = ((i % w->o.period) * stride + (i / w->o.period) % stride) * w->o.bs;
+		return;
+	}
+	case GEN_PAT_PLAIN:
+	default:
+		break;
+	}
+	out->is_write = draw_write(w);
+	out->off = gen_dist_next(&w->dist) * w->o.bs;
 }

@@ -83,6 +83,33 @@ double gen_top_share(const uint64_t *counts, size_t ncounts, uint64_t total,
 		     unsigned buckets, unsigned upto_bucket);
 
 /* ---- request streams ---- */
+
+/*
+ * Patterns over the distribution (tier-sim's workload suite; deterministic
+ * for a seed, like everything here):
+ *  plain    - the distribution over the whole target (fio's randrw);
+ *  hotscan  - the distribution over the first hot_pct % of the target, and
+ *             every period requests a sequential scan of scan_len blocks
+ *             that walks on through the whole target (a backup, a find);
+ *  shift    - the distribution over the whole target with its hot spot
+ *             (fio's random_center) moved to a new place every period
+ *             requests: phase changes;
+ *  log      - every other request a write appended to a log that fills the
+ *             part of the target past hot_pct % (written once, never read,
+ *             wrapping), the rest the distribution over the hot part;
+ *  loop     - a cyclic loop over period positions spread evenly over the
+ *             target (position p is block p x (blocks / period), pass k adds
+ *             k blocks, modulo the stride): every object in turn, a new block
+ *             of it each pass; the distribution is not used;
+ *  vms      - parts equal images side by side (seed 004's 20 VMs), each
+ *             with its own distribution of the same shape and seed + part;
+ *             each request picks an image uniformly.
+ */
+enum gen_pattern {
+	GEN_PAT_PLAIN = 0, GEN_PAT_HOTSCAN, GEN_PAT_SHIFT, GEN_PAT_LOG, GEN_PAT_VMS, GEN_PAT_LOOP,
+};
+#define GEN_MAX_PARTS 64
+
 struct gen_workload_opts {
 	enum gen_dist_type type;
 	double param;
@@ -90,13 +117,25 @@ struct gen_workload_opts {
 	uint64_t bs;         /* bytes per request, > 0 */
 	uint64_t size;       /* bytes of the target, >= bs */
 	uint32_t seed;
+	enum gen_pattern pattern;
+	uint32_t hot_pct;    /* hotscan, log: 1..99 (0 = 10) */
+	uint64_t period;     /* hotscan, shift: requests (0 = 50000); loop: positions */
+	uint64_t scan_len;   /* hotscan: blocks per scan (0 = period / 5) */
+	uint32_t parts;      /* vms: 1..GEN_MAX_PARTS (0 = 20) */
 };
 
 struct gen_workload {
 	struct gen_workload_opts o;
 	struct gen_dist dist;
 	struct gen_taus88 rw;
+	struct gen_taus88 pick;          /* vms: which image */
+	struct gen_dist *parts;          /* vms: one distribution per image */
+	uint64_t n, hot_blocks, part_blocks, scan_pos, log_pos, phase;
 };
+
+/* "plain", "hotscan", "shift", "log", "vms", "loop" -> pattern; -EINVAL otherwise. */
+int gen_parse_pattern(const char *s, enum gen_pattern *out);
+void gen_workload_free(struct gen_workload *w);
 
 struct gen_req {
 	bool is_write;

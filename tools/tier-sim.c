@@ -24,7 +24,7 @@
 #include "opt.h"
 #include "trace.h"
 
-#define SIM_MAX_POLICIES 8
+#define SIM_MAX_POLICIES 16
 #define SIM_MAX_SETS     64
 #define SIM_T0_NS        1000000000ull   /* virtual time starts at 1 s */
 #define SIM_MAX_QD       1024
@@ -35,6 +35,10 @@ struct sim_cfg {
 	const char *dist_name;
 	uint32_t write_pct;
 	const char *rw_name;
+	enum gen_pattern pattern;
+	const char *pattern_name, *label;
+	uint32_t hot_pct, parts;
+	uint64_t period, scan_len;
 	uint64_t bs, size, cache, ops, warmup, seconds;
 	uint32_t qd, seed;
 	const char *trace_path;
@@ -560,7 +564,9 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	} else {
 		struct gen_workload_opts wo = {
 			.type = c->dist, .param = c->dist_param, .write_pct = c->write_pct,
-			.bs = c->bs, .size = c->size, .seed = c->seed,
+			.bs = c->bs, .size = c->size, .seed = c->seed, .pattern = c->pattern,
+			.hot_pct = c->hot_pct, .period = c->period, .scan_len = c->scan_len,
+			.parts = c->parts,
 		};
 		ret = gen_workload_init(&s.wl, &wo);
 		if (ret < 0)
@@ -608,6 +614,7 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	free(s.obj_ids);
 	free(s.blk_ids);
 	free(s.acc_w);
+	gen_workload_free(&s.wl);
 	free(s.lat_ns);
 	free(s.buf);
 	clock_gettime(CLOCK_MONOTONIC, &w1);
@@ -771,9 +778,10 @@ static void print_table(const struct sim_cfg *c, const struct sim_result *r, siz
 		       " warmup=%" PRIu64 "\n", c->trace_path, trace_format_name(c->trace.format),
 		       c->trace.n, c->qd, c->cache, c->warmup);
 	else
-		printf("tier-sim: dist=%s rw=%s bs=%" PRIu64 " size=%" PRIu64 " cache=%" PRIu64
-		       " qd=%u ops=%" PRIu64 " warmup=%" PRIu64 " seed=%u\n", c->dist_name,
-		       c->rw_name, c->bs, c->size, c->cache, c->qd, c->ops, c->warmup, c->seed);
+		printf("tier-sim: dist=%s rw=%s pattern=%s bs=%" PRIu64 " size=%" PRIu64 " cache=%"
+		       PRIu64 " qd=%u ops=%" PRIu64 " warmup=%" PRIu64 " seed=%u\n", c->dist_name,
+		       c->rw_name, c->pattern_name, c->bs, c->size, c->cache, c->qd, c->ops,
+		       c->warmup, c->seed);
 	printf("base=%s (r %uus w %uus %" PRIu64 " B/s qd %u)  cache=%s (r %uus w %uus %"
 	       PRIu64 " B/s qd %u)\n", c->base_profile, c->base_model.read_latency_us,
 	       c->base_model.write_latency_us, c->base_model.bandwidth, c->base_model.queue_depth,
@@ -807,7 +815,9 @@ static void write_csv(const struct sim_cfg *c, const struct sim_result *r, size_
 		fprintf(f, ",%s", rows[k].csv);
 	fprintf(f, "\n");
 	for (size_t i = 0; i < n; i++) {
-		if (c->trace_path)
+		if (c->label)
+			fprintf(f, "%s,%s,%u,%" PRIu64, r[i].policy, c->label, c->qd, c->cache);
+		else if (c->trace_path)
 			fprintf(f, "%s,trace:%s,%u,%" PRIu64, r[i].policy, c->trace_path, c->qd, c->cache);
 		else
 			fprintf(f, "%s,%s/%s/bs%" PRIu64 "/size%" PRIu64 ",%u,%" PRIu64, r[i].policy,
@@ -835,6 +845,13 @@ static void usage(FILE *f)
 "usage: tier-sim [options]\n"
 "  --dist zipf:T|pareto:H|uniform|seq   offsets, fio-compatible (default zipf:1.1)\n"
 "  --rw write|read|randrw:W             W = write percent (default write)\n"
+"  --pattern plain|hotscan|shift|log|vms|loop  over the distribution (tools/gen.h):\n"
+"                   hotscan: hot part + a scan every --period; shift: the hot spot\n"
+"                   moves every --period; log: half the requests append to a\n"
+"                   write-once log past the hot part; vms: --parts images side by side;\n"
+"                   loop: a cycle over --period positions spread over the image\n"
+"  --hot-pct P (10) --period N (50000) --scan-len N (period/5) --parts N (20)\n"
+"  --label NAME     the workload's name in the CSV\n"
 "  --bs SIZE        request size (default 4k)     --size SIZE  image (default 4G)\n"
 "  --cache SIZE     target_max_bytes (default 1G) --qd N       closed-loop depth (16)\n"
 "  --ops N          requests (default 200000)     --seconds S  stop after S virtual s\n"
@@ -928,7 +945,10 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
 		{ "seed", 1, NULL, 'e' }, { "trace", 1, NULL, 'T' }, { "no-stall", 0, NULL, 'N' },
 		{ "policy", 1, NULL, 'p' }, { "set", 1, NULL, 's' }, { "csv", 1, NULL, 'C' },
 		{ "base-profile", 1, NULL, 'B' }, { "cache-profile", 1, NULL, 'K' },
-		{ "dev", 1, NULL, 'D' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "dev", 1, NULL, 'D' }, { "help", 0, NULL, 'h' },
+		{ "pattern", 1, NULL, 'P' }, { "hot-pct", 1, NULL, 'H' }, { "period", 1, NULL, 'R' },
+		{ "scan-len", 1, NULL, 'L' }, { "parts", 1, NULL, 'A' }, { "label", 1, NULL, 'l' },
+		{ NULL, 0, NULL, 0 },
 	};
 	char *devs[16];
 	size_t n_devs = 0;
@@ -970,6 +990,16 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
 				die("too many --dev");
 			devs[n_devs++] = optarg;
 			break;
+		case 'P':
+			c->pattern_name = optarg;
+			if (gen_parse_pattern(optarg, &c->pattern) < 0)
+				die("--pattern: plain, hotscan, shift, log, vms or loop, got '%s'", optarg);
+			break;
+		case 'H': c->hot_pct = (uint32_t)parse_num("--hot-pct", optarg); break;
+		case 'R': c->period = parse_num("--period", optarg); break;
+		case 'L': c->scan_len = parse_num("--scan-len", optarg); break;
+		case 'A': c->parts = (uint32_t)parse_num("--parts", optarg); break;
+		case 'l': c->label = optarg; break;
 		case 'v': c->verbose++; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
@@ -982,6 +1012,8 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
 		parse_dev(c, devs[i]);
 	if (c->qd == 0 || c->qd > SIM_MAX_QD)
 		die("--qd must be 1..%d", SIM_MAX_QD);
+	if (c->hot_pct > 99 || c->parts > GEN_MAX_PARTS)
+		die("--hot-pct must be 1..99, --parts 1..%d", GEN_MAX_PARTS);
 }
 
 static void load_trace(struct sim_cfg *c)
@@ -1006,7 +1038,7 @@ int main(int argc, char **argv)
 	static char all[] = "promote-always,ceph,default";
 	struct sim_cfg c = {
 		.dist = GEN_DIST_ZIPF, .dist_param = 1.1, .dist_name = "zipf:1.1",
-		.write_pct = 100, .rw_name = "write", .bs = 4096, .size = 4ull << 30,
+		.write_pct = 100, .rw_name = "write", .pattern_name = "plain", .bs = 4096, .size = 4ull << 30,
 		.cache = 1ull << 30, .ops = 200000, .qd = 16, .seed = 1,
 		.base_profile = "hdd", .cache_profile = "ssd",
 	};

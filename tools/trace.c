@@ -24,6 +24,10 @@
 struct parser {
 	struct trace *t;
 	size_t line;
+	uint64_t t0;                   /* MSR: the first timestamp (filetime ticks) */
+	bool have_t0;
+	char action;                   /* blkparse: the action replayed (Q, D or C) */
+	bool done;                     /* blkparse: the summary started */
 	uint64_t clock_us;             /* iolog v2: advanced by wait */
 	char *files[TRACE_MAX_FILES];  /* iolog file names */
 	char *err;
@@ -244,6 +248,183 @@ static int iolog_line(struct parser *p, char *s)
 	return iolog_io(p, now, file, g[1], g[2], g[3]);
 }
 
+/* MSR Cambridge: Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime */
+static int msr_line(struct parser *p, char *s)
+{
+	char *f[TRACE_MAX_FIELDS + 2], key[160];
+	uint64_t ts, off, len, rt;
+	enum trace_op op;
+	uint32_t file = 0;
+	size_t n;
+	int ret;
+
+	n = split(s, ',', f, TRACE_MAX_FIELDS + 1);
+	if (n != 7)
+		return fail(p, "expected 7 MSR fields Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime, got %zu", n);
+	if (parse_u64(f[0], &ts) < 0)
+		return fail(p, "bad timestamp '%s'", f[0]);
+	if (!strcasecmp(f[3], "Read"))
+		op = TRACE_OP_READ;
+	else if (!strcasecmp(f[3], "Write"))
+		op = TRACE_OP_WRITE;
+	else
+		return fail(p, "bad type '%s' (Read or Write)", f[3]);
+	if (parse_u64(f[4], &off) < 0)
+		return fail(p, "bad offset '%s'", f[4]);
+	if (parse_u64(f[5], &len) < 0 || len > UINT32_MAX)
+		return fail(p, "bad size '%s'", f[5]);
+	if (parse_u64(f[6], &rt) < 0)
+		return fail(p, "bad response time '%s'", f[6]);
+	if (!p->have_t0) {
+		p->t0 = ts;
+		p->have_t0 = true;
+	}
+	if (ts < p->t0)
+		return fail(p, "timestamp before the first line's");
+	snprintf(key, sizeof(key), "%s/%s", f[1], f[2]);
+	ret = file_index(p, key, true, &file);
+	if (ret < 0)
+		return ret;
+	return push(p, (ts - p->t0) / 10, op, off, len, file);
+}
+
+/* "SECONDS.NANOS" -> microseconds */
+static int parse_seconds(const char *s, uint64_t *us)
+{
+	char buf[32], *dot;
+	uint64_t sec, ns = 0;
+	size_t fl;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	dot = strchr(buf, '.');
+	if (dot) {
+		*dot = '\0';
+		fl = strlen(dot + 1);
+		if (fl == 0 || fl > 9 || parse_u64(dot + 1, &ns) < 0)
+			return -EINVAL;
+		while (fl++ < 9)
+			ns *= 10;
+	}
+	if (parse_u64(buf, &sec) < 0 || sec > UINT64_MAX / 1000000)
+		return -EINVAL;
+	*us = sec * 1000000 + ns / 1000;
+	return 0;
+}
+
+/* "MAJ,MIN" */
+static bool is_devno(const char *s)
+{
+	const char *c = strchr(s, ',');
+
+	if (!c || c == s || !c[1])
+		return false;
+	for (const char *q = s; *q; q++)
+		if (q != c && !isdigit((unsigned char)*q))
+			return false;
+	return true;
+}
+
+/* blkparse: DEV CPU SEQ TIME PID ACTION RWBS [SECTOR + COUNT [PROCESS]] */
+static int blk_line(struct parser *p, char *s, bool count_only, unsigned *seen)
+{
+	char *f[12];
+	uint64_t us, sector, count, dummy;
+	enum trace_op op;
+	uint32_t file = 0;
+	size_t n;
+	int ret;
+
+	if (!strncmp(s, "CPU", 3) || !strncmp(s, "Total", 5)) {
+		p->done = true;
+		return 0;
+	}
+	n = split(s, 0, f, 11);
+	if (n < 7 || !is_devno(f[0]) || parse_u64(f[1], &dummy) < 0 ||
+	    parse_u64(f[2], &dummy) < 0 || parse_seconds(f[3], &us) < 0 ||
+	    parse_u64(f[4], &dummy) < 0)
+		return fail(p, "not a blkparse event line (DEV CPU SEQ TIME PID ACTION RWBS ...)");
+	if (strlen(f[5]) == 1 && strchr("QDC", f[5][0]))
+		*seen |= 1u << (strchr("QDC", f[5][0]) - "QDC");
+	if (count_only || f[5][0] != p->action || f[5][1])
+		return 0;   /* another action, or a message (m) */
+	if (strchr(f[6], 'N'))
+		return 0;   /* no data */
+	if (n >= 10 && !strcmp(f[8], "+")) {
+		if (parse_u64(f[7], &sector) < 0 || parse_u64(f[9], &count) < 0 ||
+		    sector > UINT64_MAX / 512 || count > UINT32_MAX / 512)
+			return fail(p, "bad 'SECTOR + COUNT'");
+	} else {
+		sector = count = 0;
+	}
+	if (strchr(f[6], 'D'))
+		op = TRACE_OP_TRIM;
+	else if (strchr(f[6], 'W'))
+		op = TRACE_OP_WRITE;
+	else if (strchr(f[6], 'R'))
+		op = TRACE_OP_READ;
+	else if (strchr(f[6], 'F'))
+		op = TRACE_OP_FLUSH;
+	else
+		return fail(p, "bad RWBS '%s'", f[6]);
+	if (count == 0) {
+		if (!strchr(f[6], 'F'))
+			return fail(p, "%s of 0 sectors", f[6]);
+		op = TRACE_OP_FLUSH;   /* an empty preflush */
+	}
+	ret = file_index(p, f[0], true, &file);
+	if (ret < 0)
+		return ret;
+	if (op == TRACE_OP_FLUSH)
+		sector = count = 0;
+	return push(p, us, op, sector * 512, count * 512, file);
+}
+
+/* Two passes: which of Q, D, C the trace has, then the events of that action. */
+static int blk_lines(struct parser *p, char *text)
+{
+	unsigned seen = 0;
+	size_t len = strlen(text);
+	char *copy = malloc(len + 1);
+	int ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (int pass = 0; pass < 2 && ret == 0; pass++) {
+		char *line;
+
+		memcpy(copy, text, len + 1);
+		line = copy;
+		p->line = 0;
+		p->done = false;
+		if (pass == 1) {
+			if (!seen) {
+				p->line = 1;
+				ret = fail(p, "no Q, D or C events");
+				break;
+			}
+			p->action = (seen & 1) ? 'Q' : (seen & 2) ? 'D' : 'C';
+		}
+		while (line && *line && !p->done && ret == 0) {
+			char *nl = strchr(line, '\n');
+
+			if (nl)
+				*nl = '\0';
+			p->line++;
+			if (nl && nl > line && nl[-1] == '\r')
+				nl[-1] = '\0';
+			while (*line == ' ' || *line == '\t')
+				line++;
+			if (*line)
+				ret = blk_line(p, line, pass == 0, &seen);
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	free(copy);
+	return ret;
+}
+
 static int parse_lines(struct parser *p, char *text)
 {
 	bool first_data = true;
@@ -261,13 +442,16 @@ static int parse_lines(struct parser *p, char *text)
 		char *s = line;
 		while (*s == ' ' || *s == '\t')
 			s++;
-		if (p->line == 1 && p->t->format != TRACE_FMT_CSV) {
+		if (p->line == 1 && (p->t->format == TRACE_FMT_IOLOG2 ||
+				     p->t->format == TRACE_FMT_IOLOG3)) {
 			/* the version line */
 		} else if (*s == '\0' || *s == '#') {
 			/* blank or comment */
 		} else if (p->t->format == TRACE_FMT_CSV) {
 			ret = csv_line(p, s, first_data);
 			first_data = false;
+		} else if (p->t->format == TRACE_FMT_MSR) {
+			ret = msr_line(p, s);
 		} else {
 			ret = iolog_line(p, s);
 		}
@@ -276,6 +460,40 @@ static int parse_lines(struct parser *p, char *text)
 		line = nl ? nl + 1 : NULL;
 	}
 	return 0;
+}
+
+/* The first non-blank, non-comment line tells MSR and blkparse from plain CSV. */
+static enum trace_format sniff(const char *text)
+{
+	char line[512], copy[512], *f[TRACE_MAX_FIELDS + 2];
+	const char *s = text;
+
+	for (;;) {
+		const char *nl = strchr(s, '\n');
+		size_t n = nl ? (size_t)(nl - s) : strlen(s);
+
+		while (n && (*s == ' ' || *s == '\t')) {
+			s++;
+			n--;
+		}
+		if (n && *s != '#') {
+			if (n >= sizeof(line))
+				n = sizeof(line) - 1;
+			memcpy(line, s, n);
+			line[n] = '\0';
+			memcpy(copy, line, n + 1);
+			break;
+		}
+		if (!nl)
+			return TRACE_FMT_CSV;
+		s = nl + 1;
+	}
+	if (split(line, ',', f, TRACE_MAX_FIELDS + 1) == 7 &&
+	    (!strcasecmp(f[3], "Read") || !strcasecmp(f[3], "Write")))
+		return TRACE_FMT_MSR;
+	if (split(copy, 0, f, TRACE_MAX_FIELDS + 1) >= 7 && is_devno(f[0]) && strchr(f[3], '.'))
+		return TRACE_FMT_BLKPARSE;
+	return TRACE_FMT_CSV;
 }
 
 int trace_parse_buf(const char *buf, size_t len, struct trace *t, char *err, size_t errlen)
@@ -306,9 +524,9 @@ int trace_parse_buf(const char *buf, size_t len, struct trace *t, char *err, siz
 		ret = fail(&p, "unsupported fio iolog version (2 and 3 are)");
 		goto out;
 	} else
-		t->format = TRACE_FMT_CSV;
+		t->format = sniff(text);
 
-	ret = parse_lines(&p, text);
+	ret = t->format == TRACE_FMT_BLKPARSE ? blk_lines(&p, text) : parse_lines(&p, text);
 out:
 	for (uint32_t i = 0; i < TRACE_MAX_FILES; i++)
 		free(p.files[i]);
@@ -385,6 +603,8 @@ const char *trace_format_name(enum trace_format f)
 	case TRACE_FMT_CSV: return "csv";
 	case TRACE_FMT_IOLOG2: return "iolog2";
 	case TRACE_FMT_IOLOG3: return "iolog3";
+	case TRACE_FMT_MSR: return "msr";
+	case TRACE_FMT_BLKPARSE: return "blkparse";
 	}
 	return "?";
 }

@@ -14,6 +14,20 @@
  *  - fio iolog v3 ("fio version 3 iolog"): the same lines with a leading
  *    timestamp in microseconds since the start of the run; wait is
  *    ignored, as fio does.
+ *  - MSR Cambridge / SNIA IOTTA CSV (detected by 7 fields whose 4th is
+ *    Read or Write): `Timestamp,Hostname,DiskNumber,Type,Offset,Size,
+ *    ResponseTime`, the timestamp in Windows filetime (100 ns ticks; the
+ *    first line is time 0), offset and size in bytes.  Each distinct
+ *    host/disk pair is a "file".
+ *  - blkparse's default text output (detected by a first line of the form
+ *    `MAJ,MIN CPU SEQ SECONDS.NANOS PID ACTION RWBS ...`): only the events
+ *    of one action are replayed, Q (queued) if the trace has any, else D
+ *    (issued), else C (completed), so a request is counted once; `SECTOR +
+ *    COUNT` in 512-byte sectors; RWBS with D is a trim, with W a write,
+ *    with R a read, a lone F (an empty preflush) a flush; N (no data) is
+ *    skipped.  Other actions and message lines (m) are skipped; the
+ *    per-CPU summary blkparse prints at the end (from the first line
+ *    starting with "CPU" or "Total") ends the trace.  Each device is a "file".
  * Any other line is an error naming its line number: the whole trace is
  * rejected rather than silently replayed in part.
  */
@@ -25,7 +39,8 @@
 
 enum trace_op { TRACE_OP_READ = 0, TRACE_OP_WRITE, TRACE_OP_TRIM, TRACE_OP_FLUSH };
 
-enum trace_format { TRACE_FMT_CSV = 1, TRACE_FMT_IOLOG2, TRACE_FMT_IOLOG3 };
+enum trace_format { TRACE_FMT_CSV = 1, TRACE_FMT_IOLOG2, TRACE_FMT_IOLOG3, TRACE_FMT_MSR,
+		    TRACE_FMT_BLKPARSE };
 
 struct trace_rec {
 	uint64_t time_us;

@@ -285,7 +285,7 @@ uint64_t tier_devmodel_schedule(struct tier_devmodel *dm, uint64_t arrive_ns,
 
 struct tier_mem_opts {
 	struct tier_devmodel_params model;   /* used in virtual time only */
-	/* Keep sizes and metadata but not the bytes (reads return zeros): tier-sim. */
+	/* Keep sizes and metadata but not the bytes (a read leaves its buffer as it is): tier-sim. */
 	bool no_data;
 	/* Virtual time: when set, ops complete only through tier_store_mem_advance(). */
 	bool virtual_time;

@@ -612,8 +612,10 @@ static int apply(struct mem_be *m, struct tier_store_op *op)
 	case TIER_STORE_READ:
 		if (!o)
 			return -ENOENT;
+		if (m->no_data)
+			return (int)op->len;   /* no bytes kept: the buffer is left as it is */
 		memset(op->buf, 0, op->len);
-		if (!m->no_data && op->off < o->size) {
+		if (op->off < o->size) {
 			uint64_t n = o->size - op->off;
 
 			memcpy(op->buf, o->data + op->off, n < op->len ? n : op->len);

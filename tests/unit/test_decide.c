@@ -123,9 +123,12 @@ static const struct row rows[] = {
 	ROW(W, RP, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
 	/* over target, extent mode: extents the copy lacks go to base */
 	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS, TIER__R_PROXY_NEW_EXTENTS, MISS),
-	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_ANY, TIER__R_CACHE_WRITE, HIT),
-	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_WHOLE, TIER__R_CACHE_WRITE, HIT),
-	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_CACHE_WRITE, HIT),
+	/* extent mode: a write hits only where the copy holds every extent it writes */
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_ANY, TIER__R_CACHE_WRITE, MISS),
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_WHOLE, TIER__R_CACHE_WRITE, MISS),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_CACHE_WRITE, MISS),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ALL | X_ANY, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, CL, 0, X_BITS | X_ALL | X_ANY, TIER__R_CACHE_WRITE, HIT),
 
 	/* ---- writes: readonly mode, STALE, a failed cache path ---- */
 	ROW(W, RO, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_DROP_THEN_PROXY, NONE),

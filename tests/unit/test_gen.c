@@ -236,6 +236,94 @@ static void test_workload_mix_and_alignment(void **state)
 	assert_int_equal(gen_workload_init(&w, &o), -EINVAL);
 }
 
+static void test_patterns(void **state)
+{
+	struct gen_workload_opts o = {
+		.type = GEN_DIST_ZIPF, .param = 1.1, .write_pct = 30, .bs = 4096,
+		.size = 1000 * 4096, .seed = 5, .period = 100, .scan_len = 20, .hot_pct = 10,
+	};
+	struct gen_workload w, w2;
+	struct gen_req r, r2;
+	uint64_t hot = 0, scan = 0, last_scan = 0, log_w = 0, seen_part[20] = { 0 };
+	enum gen_pattern pat;
+
+	(void)state;
+	assert_int_equal(gen_parse_pattern("hotscan", &pat), 0);
+	assert_int_equal(pat, GEN_PAT_HOTSCAN);
+	assert_int_equal(gen_parse_pattern("loops", &pat), -EINVAL);
+	/* hotscan: 80 of every 100 in the hot tenth, then 20 sequential reads walking on */
+	o.pattern = GEN_PAT_HOTSCAN;
+	assert_int_equal(gen_workload_init(&w, &o), 0);
+	for (int i = 0; i < 1000; i++) {
+		gen_workload_next(&w, &r);
+		if (i % 100 >= 80) {
+			assert_false(r.is_write);
+			assert_int_equal(r.off, scan * 4096);
+			scan++;
+		} else {
+			assert_true(r.off < 100 * 4096);
+			hot++;
+		}
+	}
+	assert_int_equal(hot, 800);
+	gen_workload_free(&w);
+	/* log: every other request a write appended past the hot part, never repeated */
+	o.pattern = GEN_PAT_LOG;
+	assert_int_equal(gen_workload_init(&w, &o), 0);
+	for (int i = 0; i < 800; i++) {
+		gen_workload_next(&w, &r);
+		if (i % 2) {
+			assert_true(r.is_write);
+			assert_int_equal(r.off, (100 + log_w++) * 4096);
+		} else {
+			assert_true(r.off < 100 * 4096);
+		}
+	}
+	gen_workload_free(&w);
+	/* vms: 20 images of 50 blocks, each request inside one, all of them used */
+	o.pattern = GEN_PAT_VMS;
+	o.parts = 20;
+	assert_int_equal(gen_workload_init(&w, &o), 0);
+	for (int i = 0; i < 4000; i++) {
+		gen_workload_next(&w, &r);
+		assert_true(r.off < 1000 * 4096);
+		seen_part[r.off / 4096 / 50]++;
+	}
+	for (int i = 0; i < 20; i++)
+		assert_true(seen_part[i] > 100 && seen_part[i] < 300);
+	gen_workload_free(&w);
+	/* shift: the hot spot moves every period; the same seed gives the same stream */
+	o.pattern = GEN_PAT_SHIFT;
+	assert_int_equal(gen_workload_init(&w, &o), 0);
+	assert_int_equal(gen_workload_init(&w2, &o), 0);
+	for (int i = 0; i < 300; i++) {
+		gen_workload_next(&w, &r);
+		gen_workload_next(&w2, &r2);
+		assert_int_equal(r.off, r2.off);
+		assert_int_equal(r.is_write, r2.is_write);
+		if (i == 99)
+			last_scan = w.dist.rand_off;
+	}
+	assert_true(w.dist.rand_off != last_scan);
+	gen_workload_free(&w);
+	gen_workload_free(&w2);
+	/* loop: 10 positions 100 blocks apart, one block further each pass */
+	o.pattern = GEN_PAT_LOOP;
+	o.period = 10;
+	assert_int_equal(gen_workload_init(&w, &o), 0);
+	for (int i = 0; i < 35; i++) {
+		gen_workload_next(&w, &r);
+		assert_int_equal(r.off, (uint64_t)((i % 10) * 100 + i / 10) * 4096);
+	}
+	gen_workload_free(&w);
+	o.period = 1001;
+	assert_int_equal(gen_workload_init(&w, &o), -EINVAL);
+	/* the log needs room past the hot part; parts must fit */
+	o.pattern = GEN_PAT_VMS;
+	o.parts = GEN_MAX_PARTS + 1;
+	assert_int_equal(gen_workload_init(&w, &o), -EINVAL);
+}
+
 /* ---- traces ---- */
 
 static int parse(const char *s, struct trace *t, char *err)
@@ -296,6 +384,90 @@ static void test_trace_csv_rejects(void **state)
 	expect_reject("0,R,0,0\n", "line 1: length 0");
 	expect_reject("0,W,0,4096,9\n", "line 1: expected 4 fields");
 	expect_reject("abc,W,0,4096\n", "line 1: bad time");
+}
+
+static void test_trace_msr(void **state)
+{
+	/* MSR Cambridge (SNIA IOTTA) lines as the published CSVs have them */
+	const char *s =
+		"128166372003061629,wdev,0,Read,8192,4096,2106\n"
+		"128166372003071629,wdev,0,Write,1048576,65536,1500\r\n"
+		"128166372013061629,wdev,1,read,0,512,100\n";
+	struct trace t;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(parse(s, &t, err), 0);
+	assert_int_equal(t.format, TRACE_FMT_MSR);
+	assert_string_equal(trace_format_name(t.format), "msr");
+	assert_int_equal(t.n, 3);
+	assert_int_equal(t.recs[0].op, TRACE_OP_READ);
+	assert_int_equal(t.recs[0].time_us, 0);
+	assert_int_equal(t.recs[0].off, 8192);
+	assert_int_equal(t.recs[0].len, 4096);
+	assert_int_equal(t.recs[1].op, TRACE_OP_WRITE);
+	assert_int_equal(t.recs[1].time_us, 1000);      /* 10000 ticks of 100 ns */
+	assert_int_equal(t.recs[1].len, 65536);
+	assert_int_equal(t.recs[2].time_us, 1000000);
+	assert_int_equal(t.recs[2].file, 1);            /* disk 1: another file */
+	assert_int_equal(t.n_files, 2);
+	trace_free(&t);
+	expect_reject("128166372003061629,wdev,0,Read,8192,4096,2106\n"
+		      "128166372003061630,wdev,0,Read,8192,4096\n", "line 2: expected 7 MSR fields");
+	expect_reject("128166372003061629,wdev,0,Read,8192,4096,2106\n"
+		      "128166372003061630,wdev,0,Trim,8192,4096,1\n", "line 2: bad type 'Trim'");
+	expect_reject("128166372003061629,wdev,0,Read,8192,4096,2106\n"
+		      "128166372003061630,wdev,0,Read,x,4096,1\n", "line 2: bad offset");
+	expect_reject("128166372003061629,wdev,0,Read,8192,4096,2106\n"
+		      "128166372003061628,wdev,0,Read,0,4096,1\n", "line 2: timestamp before");
+}
+
+static void test_trace_blkparse(void **state)
+{
+	/* blkparse's default output: Q G D of one write, a read queued and completed,
+	 * a message, an empty preflush, a discard, then the summary */
+	const char *s =
+		"  8,0    3        1     0.000000000  697  Q   W 223490 + 8 [kjournald]\n"
+		"  8,0    3        2     0.000001000  697  G   W 223490 + 8 [kjournald]\n"
+		"  8,0    3        3     0.000010000  697  D   W 223490 + 8 [kjournald]\n"
+		"  8,0    0        4     0.001000000  100  Q   R 1000 + 16 [fio]\n"
+		"  8,0    0        0     0.001500000    0  m   N cfq697 insert_request\n"
+		"  8,0    0        5     0.002000000  100  Q  FWS 0 + 0 [jbd2]\n"
+		"  8,16   0        6     3.000000001  100  Q   D 2048 + 2048 [fstrim]\n"
+		"  8,0    0        7     3.004000000  100  C   R 1000 + 16 [0]\n"
+		"CPU0 (8,0):\n"
+		" Reads Queued:           1,        8KiB\t Writes Queued:           2,        4KiB\n";
+	struct trace t;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(parse(s, &t, err), 0);
+	assert_int_equal(t.format, TRACE_FMT_BLKPARSE);
+	assert_int_equal(t.n, 4);   /* the Q events only */
+	assert_int_equal(t.recs[0].op, TRACE_OP_WRITE);
+	assert_int_equal(t.recs[0].off, 223490ull * 512);
+	assert_int_equal(t.recs[0].len, 4096);
+	assert_int_equal(t.recs[1].op, TRACE_OP_READ);
+	assert_int_equal(t.recs[1].time_us, 1000);
+	assert_int_equal(t.recs[1].len, 8192);
+	assert_int_equal(t.recs[2].op, TRACE_OP_FLUSH);
+	assert_int_equal(t.recs[3].op, TRACE_OP_TRIM);
+	assert_int_equal(t.recs[3].time_us, 3000000);
+	assert_int_equal(t.recs[3].len, 2048 * 512);
+	assert_int_equal(t.recs[3].file, 1);            /* device 8,16 */
+	trace_free(&t);
+	/* only D events (a trace filtered with -a issue): those are replayed */
+	assert_int_equal(parse("  8,0 1 1 0.5 9 D WS 8 + 8 [x]\n  8,0 1 2 0.6 9 D R 64 + 8 [x]\n",
+			       &t, err), 0);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(t.recs[0].time_us, 500000);
+	trace_free(&t);
+	expect_reject("  8,0 1 1 0.5 9 Q W 8 + 8 [x]\n  garbage line here\n",
+		      "line 2: not a blkparse event line");
+	expect_reject("  8,0 1 1 0.5 9 Q W 8 + 8 [x]\n  8,0 1 2 0.6 9 Q W 8 + x [x]\n",
+		      "line 2: bad 'SECTOR + COUNT'");
+	expect_reject("  8,0 1 1 0.5 9 Q W 8 + 0 [x]\n", "line 1: W of 0 sectors");
+	expect_reject("  8,0 1 1 0.5 9 G W 8 + 8 [x]\n", "line 1: no Q, D or C events");
 }
 
 static void test_trace_iolog_v2(void **state)
@@ -488,6 +660,9 @@ int main(void)
 		cmocka_unit_test(test_workload_mix_and_alignment),
 		cmocka_unit_test(test_trace_csv),
 		cmocka_unit_test(test_trace_csv_rejects),
+		cmocka_unit_test(test_patterns),
+		cmocka_unit_test(test_trace_msr),
+		cmocka_unit_test(test_trace_blkparse),
 		cmocka_unit_test(test_trace_iolog_v2),
 		cmocka_unit_test(test_trace_iolog_v3),
 		cmocka_unit_test(test_opt_textbook),

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""deploy/sim-suite.py CSV... - the table of deploy/sim-suite.sh: tier-sim's
+CSV rows (one per policy, workload and cache) as markdown, then per policy
+the geometric means and the issue's three goals for every policy, the
+default included.  Reads only the CSVs; decides nothing else."""
+import csv
+import math
+import sys
+from collections import OrderedDict
+
+BASE = {"obj": "obj-lru", "ext": "ext-lru", "default": "ext-lru"}
+PROMOTE_ALWAYS = "obj-hitset"   # the promote-always preset (hitset eviction)
+
+
+def gmean(xs):
+    xs = [max(x, 1e-9) for x in xs]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(paths):
+    rows = []
+    for p in paths:
+        with open(p, newline="") as f:
+            rows += list(csv.DictReader(f))
+    if not rows:
+        sys.exit("sim-suite.py: no rows")
+    cases = OrderedDict()
+    pols = []
+    for r in rows:
+        cases.setdefault(r["workload"], {})[r["policy"]] = r
+        if r["policy"] not in pols:
+            pols.append(r["policy"])
+    for c, d in cases.items():
+        missing = [p for p in pols if p not in d]
+        if missing:
+            sys.exit("sim-suite.py: %s lacks %s" % (c, ",".join(missing)))
+
+    def f(r, k):
+        return float(r[k])
+
+    print("### Miss ratio per workload and cache (%% of object pieces), with OPT and LRU at the usable size")
+    print()
+    print("| workload@cache | OPT obj | LRU obj | OPT ext | LRU ext | " + " | ".join(pols) + " |")
+    print("|---" * (5 + len(pols)) + "|")
+    for c, d in cases.items():
+        any_r = next(iter(d.values()))
+        refs = [f(any_r, k) * 100 for k in
+                ("opt_miss_object", "lru_miss_object", "opt_miss_block", "lru_miss_block")]
+        print("| %s | " % c + " | ".join("%.1f" % x for x in refs) + " | " +
+              " | ".join("%.1f" % (f(d[p], "miss") * 100) for p in pols) + " |")
+    print()
+    print("### Per policy over the %d cases" % len(cases))
+    print()
+    print("| policy | gmean miss/OPT | gmean miss/LRU | worst miss/LRU | cases above LRU (ref) "
+          "| cases above its engine LRU | gmean miss vs engine LRU | cache B written/client B (mean) "
+          "| base busy vs promote-always (gmean) | B/cached object (max) |")
+    print("|---" * 10 + "|")
+    summary = {}
+    for p in pols:
+        kind = "obj" if p.startswith("obj") else "ext" if p.startswith("ext") else "default"
+        base = BASE[kind] if BASE[kind] in pols else None
+        oo = [f(d[p], "miss_over_opt") for d in cases.values()]
+        ol = [f(d[p], "miss_over_lru") for d in cases.values()]
+        above_ref = sum(1 for x in ol if x > 1.0 + 1e-9)
+        if base:
+            vb = [(f(d[p], "miss") + 1e-6) / (f(d[base], "miss") + 1e-6) for d in cases.values()]
+            above_b = sum(1 for d in cases.values() if f(d[p], "miss") > f(d[base], "miss") + 1e-9)
+        else:
+            vb, above_b = [], 0
+        cw = sum(f(d[p], "cache_write_per_byte") for d in cases.values()) / len(cases)
+        busy = ([(f(d[p], "base_busy_s") + 1e-9) / (f(d[PROMOTE_ALWAYS], "base_busy_s") + 1e-9)
+                 for d in cases.values()] if PROMOTE_ALWAYS in pols else [])
+        mem = max(int(float(d[p]["mem_per_object"])) for d in cases.values())
+        summary[p] = dict(oo=gmean(oo), ol=ol, above_ref=above_ref, above_b=above_b)
+        print("| %s | %.3f | %.3f | %.3f | %d | %s | %s | %.3f | %s | %d |" % (
+            p, gmean(oo), gmean(ol), max(ol), above_ref,
+            "%d (vs %s)" % (above_b, base) if base else "-",
+            "%.3f" % gmean(vb) if vb else "-", cw,
+            "%.3f" % gmean(busy) if busy else "-", mem))
+    if "default" in pols:
+        print()
+        print("### The goals, for `default`")
+        print()
+        s = summary["default"]
+        print("- misses no more than LRU (tier-sim's reference at the usable size) on every case: "
+              "%s (%d of %d cases above, worst %.3f)" % (
+                  "met" if s["above_ref"] == 0 else "NOT met", s["above_ref"], len(cases),
+                  max(s["ol"])))
+        if BASE["default"] in pols:
+            print("- misses no more than the engine with evict_policy = lru (same admission): "
+                  "%s (%d of %d cases above)" % ("met" if s["above_b"] == 0 else "NOT met",
+                                                 s["above_b"], len(cases)))
+        print("- geometric mean miss/OPT <= 1.25: %s (%.3f)" % (
+            "met" if s["oo"] <= 1.25 else "NOT met", s["oo"]))
+        if PROMOTE_ALWAYS in pols:
+            ok = 0
+            for d in cases.values():
+                r, pa = d["default"], d[PROMOTE_ALWAYS]
+                if (f(r, "cache_write_per_byte") <= 0.7 * f(pa, "cache_write_per_byte") and
+                        f(r, "miss") <= f(pa, "miss") + 1e-9):
+                    ok += 1
+            print("- cache bytes written per client byte >= 30%% below promote-always at an equal "
+                  "or better miss ratio: %s (%d of %d cases)" % (
+                      "met" if ok == len(cases) else "NOT met", ok, len(cases)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,65 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# tests/integration/test-sim-suite.sh - a bounded run of deploy/sim-suite.sh
+# (5 workloads, one cache size, 6 policies, 20k requests each) through the
+# real tier-sim: the table and the goals print, every CSV row is sane (OPT
+# never misses more than LRU, ratios in range, memory measured), `--policy
+# default` is exactly the tierd preset, and the MSR and blkparse readers
+# replay small inline traces.  SIM = the tier-sim binary.
+set -euo pipefail
+SIM=${SIM:?SIM=path/to/tier-sim}
+HERE=$(cd "$(dirname "$0")" && pwd)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+SUITE_OPS=20000 SUITE_CACHES=10 SUITE_WORKLOADS="zipf1.1 hotscan loop log vms" \
+SUITE_POLICIES="obj-hitset:promote-always,obj-lru:promote-always+evict_policy=lru,obj-arc:promote-always+evict_policy=arc,default,ext-lru:default+evict_policy=lru,ext-arc-tlfu:default+evict_policy=arc+admission=tinylfu" \
+	"$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/suite" >"$T/table.md" || fail "sim-suite.sh failed"
+cat "$T/table.md"
+for w in zipf1.1 hotscan loop log vms; do
+	grep -q "^| $w@10% |" "$T/table.md" || fail "no row for $w"
+done
+grep -q "^| default | " "$T/table.md" || fail "no summary row for default"
+grep -q "geometric mean miss/OPT <= 1.25: " "$T/table.md" || fail "no goals"
+
+python3 - "$T"/suite/*.csv <<'PY' || fail "CSV check"
+import csv, sys
+n = 0
+for p in sys.argv[1:]:
+    for r in csv.DictReader(open(p)):
+        n += 1
+        g = lambda k: float(r[k])
+        where = "%s %s" % (r["workload"], r["policy"])
+        assert 0 <= g("miss") <= 1 and 0 <= g("byte_miss") <= 1, where
+        assert g("opt_miss_object") <= g("lru_miss_object") + 1e-12, where
+        assert g("opt_miss_block") <= g("lru_miss_block") + 1e-12, where
+        assert g("ops") == 18000, where          # 20000 less the 10% warm-up
+        assert g("mem_per_object") > 0 and g("base_busy_s") >= 0, where
+        assert g("cache_write_per_byte") > 0, where
+assert n == 5 * 6, n
+PY
+
+# --policy default is the tierd preset, and tier-sim's defaults
+"$SIM" --dist zipf:1.1 --rw randrw:30 --size 256M --cache 32M --ops 5000 \
+	--policy default,tierd --csv "$T/d.csv" >/dev/null
+# every column but the label and the wall seconds (the last)
+[ "$(sed -n 2p "$T/d.csv" | cut -d, -f2- | sed 's/,[^,]*$//')" = \
+  "$(sed -n 3p "$T/d.csv" | cut -d, -f2- | sed 's/,[^,]*$//')" ] ||
+	fail "--policy default differs from the tierd preset"
+
+# trace readers: MSR Cambridge CSV and blkparse text
+printf '%s\n' "128166372003061629,wdev,0,Read,8192,4096,2106" \
+	"128166372003071629,wdev,0,Write,1048576,65536,1500" \
+	"128166372013061629,wdev,0,Read,8192,4096,90" >"$T/msr.csv"
+"$SIM" --trace "$T/msr.csv" --cache 16M --policy default | grep -q "(msr, 3 requests)" ||
+	fail "MSR trace"
+printf '%s\n' "  8,0 3 1 0.000000000 697 Q W 223490 + 8 [kjournald]" \
+	"  8,0 3 2 0.000010000 697 D W 223490 + 8 [kjournald]" \
+	"  8,0 0 3 0.001000000 100 Q R 223490 + 8 [fio]" "CPU0 (8,0):" >"$T/blk.txt"
+"$SIM" --trace "$T/blk.txt" --cache 16M --policy default | grep -q "(blkparse, 2 requests)" ||
+	fail "blkparse trace"
+printf '%s\n' "  8,0 3 1 0.000000000 697 Q W 223490 + 8 [kjournald]" "oops" >"$T/bad.txt"
+if "$SIM" --trace "$T/bad.txt" --policy default 2>"$T/err"; then fail "bad trace accepted"; fi
+grep -q "line 2: not a blkparse event line" "$T/err" || fail "bad trace error: $(cat "$T/err")"
+echo "sim suite: ok"
