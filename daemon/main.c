@@ -31,6 +31,7 @@
 #include "daemon/admin.h"
 #include "daemon/prometheus.h"
 #include "daemon/config.h"
+#include "daemon/layout.h"
 #include "daemon/nbd.h"
 #include "tier/engine.h"
 #include "tier/store.h"
@@ -60,6 +61,7 @@ struct tierd {
 	int lock_fd;
 	bool ready_sent, stopping, nbd_drained, finished;
 	int exit_code;
+	bool config_error;          /* start-up failed on the configuration (a layout mismatch) */
 #if HAVE_RADOS
 	struct tier_rados *rados;
 	struct tier_rbd_image rbd[TIERD_MAX_IMAGES];
@@ -335,6 +337,45 @@ static int resolve_all(struct tierd *d, struct resolved *rv)
 		rv->si[i].name = c->images[i].name;
 		rv->si[i].object_prefix = rv->prefix[i];
 		rv->si[i].size = rv->size[i];
+	}
+	return 0;
+}
+
+/*
+ * The layout record of each pool (daemon/layout.c): local keeps one in both
+ * pools (base objects are laid out by object_size too), rados in the cache
+ * pool only (the RBD image says how base is laid out).  A mismatch is a
+ * configuration error: exit TIERD_EXIT_CONFIG.
+ */
+static int layout_check(struct tierd *d, const struct resolved *rv)
+{
+	const struct tierd_config *c = d->cfg;
+	static struct tierd_layout want;
+	char err[768] = "", note[256];
+	int rc;
+
+	memset(&want, 0, sizeof(want));
+	want.format = TIERD_LAYOUT_FORMAT;
+	want.object_size = c->tier.object_size;
+	for (size_t i = 0; i < rv->n && i < TIERD_LAYOUT_MAX_IMG; i++) {
+		struct tierd_layout_image *im = &want.img[want.n++];
+
+		snprintf(im->name, sizeof(im->name), "%s", c->images[i].name);
+		snprintf(im->prefix, sizeof(im->prefix), "%s", rv->prefix[i]);
+		im->size = rv->size[i];
+	}
+	for (int k = c->backend == TIERD_BACKEND_LOCAL ? 0 : 1; k < 2; k++) {
+		want.extent_size = k ? c->tier.extent_size : 0;
+		rc = tierd_layout_apply(k ? d->cache : d->base, d->cq, k ? "cache" : "base", &want,
+					err, sizeof(err), note, sizeof(note));
+		if (rc < 0) {
+			tlog(d, TIER_LOG_ERROR, "layout: %s", err);
+			if (rc == -EINVAL)
+				d->config_error = true;
+			return rc;
+		}
+		if (note[0])
+			tlog(d, TIER_LOG_INFO, "layout: %s", note);
 	}
 	return 0;
 }
@@ -806,7 +847,8 @@ static int start(struct tierd *d)
 	rc = c->backend == TIERD_BACKEND_LOCAL ? create_local_stores(d) : create_rados_stores(d);
 	if (rc < 0)
 		return rc;
-	if ((rc = resolve_all(d, &rv)) < 0 || (rc = stranded_check(d, &rv)) < 0)
+	if ((rc = resolve_all(d, &rv)) < 0 || (rc = layout_check(d, &rv)) < 0 ||
+	    (rc = stranded_check(d, &rv)) < 0)
 		return rc;
 	eo.base = d->base;
 	eo.cache = d->cache;
@@ -1009,7 +1051,8 @@ int main(int argc, char **argv)
 	rc = tierd_config_load(path, &d.cfg, err, sizeof(err));
 	if (rc < 0) {
 		tlog(&d, TIER_LOG_ERROR, "%s", err[0] ? err : strerror(-rc));
-		return 1;
+		/* a bad or missing file: Restart= would only fail the same way */
+		return TIERD_EXIT_CONFIG;
 	}
 	d.log_level = d.cfg->log_level;
 	if (check) {
@@ -1034,7 +1077,7 @@ int main(int argc, char **argv)
 		tlog(&d, TIER_LOG_ERROR, "start-up failed: %s", strerror(-rc));
 		notify("STATUS=start-up failed: %s\nERRNO=%d", strerror(-rc), -rc);
 		/* nothing was served: wait only for engine work already started */
-		d.exit_code = 1;
+		d.exit_code = d.config_error ? TIERD_EXIT_CONFIG : 1;
 		d.stopping = true;
 		d.nbd_drained = true;
 		if (d.nbd)
