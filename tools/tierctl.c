@@ -6,7 +6,9 @@
  * It decides only presentation and exit codes (0 ok, 1 error answer or lost
  * daemon, 2 usage); it must never change anything tierd was not asked to.
  */
+#include <config.h>   /* generated: TIER_VERSION */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -27,6 +29,19 @@ struct conn {
 	char *buf;
 	size_t len, cap;
 };
+
+static void usage_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "tierctl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -374,16 +389,31 @@ static int flush_evict(struct conn *c, int argc, char **argv)
 	double timeout = 0, total, left, start, last = 0;
 	char line[512];
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--wait"))
-			wait = true;
-		else if (!strcmp(argv[i], "--image") && i + 1 < argc)
-			image = argv[++i];
-		else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
-			timeout = atof(argv[++i]);
-		else
-			die("usage: tierctl %s [--image NAME] [--wait [--timeout SECONDS]]", what);
+	static const struct option opts[] = {
+		{ "wait", no_argument, NULL, 'w' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o;
+	char *end;
+
+	optind = 0;   /* GNU: start over, on the subcommand's arguments */
+	while ((o = getopt_long(argc, argv, "+wi:t:", opts, NULL)) != -1) {
+		switch (o) {
+		case 'w': wait = true; break;
+		case 'i': image = optarg; break;
+		case 't':
+			timeout = strtod(optarg, &end);
+			if (end == optarg || *end || timeout < 0)
+				usage_die("%s: --timeout takes seconds, not '%s'", what, optarg);
+			break;
+		default:
+			usage_die("usage: tierctl %s [--image=NAME] [--wait [--timeout=SECONDS]]", what);
+		}
 	}
+	if (optind != argc)
+		usage_die("usage: tierctl %s [--image=NAME] [--wait [--timeout=SECONDS]]", what);
 	snprintf(line, sizeof(line), "%s%s%s", what, image ? " --image " : "", image ? image : "");
 	const char *ans = conn_ask(c, line);
 	check_answer(ans);
@@ -420,7 +450,10 @@ static int flush_evict(struct conn *c, int argc, char **argv)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tierctl [--socket PATH] COMMAND...\n"
+		"usage: tierctl [--socket=PATH] COMMAND...\n"
+		"  -s, --socket=PATH             the admin socket (default below, or\n"
+		"                                $TIERD_ADMIN_SOCKET)\n"
+		"  -V, --version, -h, --help\n"
 		"  status                        human summary\n"
 		"  perf dump                     all counters and latency percentiles (JSON)\n"
 		"  config show | get KEY | set KEY VALUE\n"
@@ -429,7 +462,10 @@ static void usage(FILE *f)
 		"  evict [--image I] [--wait]    flush and drop cached objects\n"
 		"  promote IMAGE OFFSET LENGTH   pull a range into the cache\n"
 		"  hitset dump | images | help\n"
-		"default socket: %s\n", DEFAULT_SOCKET);
+		"default socket: %s\n"
+		"exit status: 0 done; 1 tierd answered with an error, could not be\n"
+		"reached or went away, or --wait timed out; 2 a bad command line\n",
+		DEFAULT_SOCKET);
 }
 
 int main(int argc, char **argv)
@@ -442,17 +478,24 @@ int main(int argc, char **argv)
 
 	if (!path || !*path)
 		path = DEFAULT_SOCKET;
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		if ((!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) && i + 1 < argc) {
-			path = argv[++i];
-		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		} else {
-			usage(stderr);
-			return 2;
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o;
+
+	/* "+": options end at the command (flush takes its own) */
+	while ((o = getopt_long(argc, argv, "+s:Vh", opts, NULL)) != -1) {
+		switch (o) {
+		case 's': path = optarg; break;
+		case 'V': printf("tierctl %s\n", TIER_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
 		}
 	}
+	i = optind;
 	if (i == argc) {
 		usage(stderr);
 		return 2;

@@ -137,6 +137,20 @@ PY
 		&& ok "new image reads back" || fail "disk1 I/O"
 fi
 
+# the command line: --opt=VALUE, --version, documented exit codes
+"$TIERCTL" --socket="$dir/admin.asok" status > /dev/null && ok "tierctl --socket=PATH" ||
+	fail "tierctl --socket=PATH refused"
+"$TIERCTL" --version | grep -q '^tierctl [0-9]' && ok "tierctl --version" || fail "tierctl --version"
+"$TIERCTL" --bogus status > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] && ok "unknown option: exit 2" || fail "unknown option: exit $rc, want 2"
+ctl flush --timeout=soon > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] && ok "flush --timeout=soon: exit 2" || fail "flush --timeout=soon: exit $rc, want 2"
+ctl flush --wait --timeout=30 > /dev/null && ok "flush --wait --timeout=30" || fail "flush --wait --timeout=30"
+ctl config get no_such_key > /dev/null 2>&1; rc=$?
+[ $rc = 1 ] && ok "an error answer: exit 1" || fail "an error answer: exit $rc, want 1"
+"$TIERCTL" --socket="$dir/nope.asok" status > /dev/null 2>&1; rc=$?
+[ $rc = 1 ] && ok "no daemon: exit 1" || fail "no daemon: exit $rc, want 1"
+
 kill -TERM "$pid"
 wait "$pid"; rc=$?
 pid=
