@@ -495,10 +495,22 @@ static void cmd_reload(struct cmd_ctx *c)
 		return;
 	}
 	r = c->a->hooks.reload(c->a->hooks.arg, msg, sizeof(msg));
-	if (r < 0)
+	if (r < 0) {
 		jb_error(c->out, "%s", msg[0] ? msg : strerror(-r));
-	else
-		jb_printf(c->out, "{\"ok\": true}");
+		return;
+	}
+	/* applied, except the keys named here: they wait for a restart */
+	jb_printf(c->out, "{\"ok\": true, \"restart_pending\": [");
+	for (char *p = msg, *q; *p; p = q) {
+		q = strchr(p, ',');
+		if (q)
+			*q++ = '\0';
+		else
+			q = p + strlen(p);
+		jb_printf(c->out, "%s", p == msg ? "" : ", ");
+		jb_str(c->out, p);
+	}
+	jb_printf(c->out, "]}");
 }
 
 /* "--image NAME" (or none): 0 and *img (NULL = all), or an error written. */
@@ -636,11 +648,11 @@ static void cmd_images(struct cmd_ctx *c)
 	jb_printf(c->out, "{\"images\": [");
 	for (size_t i = 0; i < n; i++) {
 		int ready = tier_image_ready(imgs[i]);
-		bool f = true, ro = false;
+		bool f = true, ro = tier_image_read_only(imgs[i]), in_cfg = !cfg;
 		if (cfg)
 			for (size_t k = 0; k < cfg->n_images; k++)
 				if (!strcmp(cfg->images[k].name, tier_image_name(imgs[i])))
-					ro = cfg->images[k].read_only;
+					in_cfg = true;
 		jb_printf(c->out, "%s{", first_img ? "" : ", ");
 		first_img = false;
 		jb_key(c->out, &f, "name");
@@ -652,6 +664,9 @@ static void cmd_images(struct cmd_ctx *c)
 		jb_str(c->out, ready == 1 ? "ready" : ready == 0 ? "loading" : strerror(-ready));
 		jb_key(c->out, &f, "read_only");
 		jb_printf(c->out, "%s", ro ? "true" : "false");
+		/* false: removed from the config file, served until the next restart */
+		jb_key(c->out, &f, "in_config");
+		jb_printf(c->out, "%s", in_cfg ? "true" : "false");
 		jb_printf(c->out, "}");
 	}
 	jb_printf(c->out, "]}");

@@ -637,61 +637,145 @@ static int apply_params(struct tierd *d, const struct tier_params *p, char *err,
 	return 0;
 }
 
-static void warn_restart_only(struct tierd *d, const struct tierd_config *o,
-			      const struct tierd_config *n)
+/* Append key to the comma-separated list of settings that wait for a restart. */
+static void pending_key(char *pend, size_t cap, const char *key)
 {
+	size_t n = strlen(pend);
+
+	if (n < cap)
+		snprintf(pend + n, cap - n, "%s%s", n ? "," : "", key);
+}
+
+static bool str_differs(const char *a, const char *b)
+{
+	return (a || b) && (!a || !b || strcmp(a, b) != 0);
+}
+
+/*
+ * Settings a reload cannot apply: warned, and named in pend (the admin
+ * socket's reload answer lists them as restart_pending).
+ */
+static void warn_restart_only(struct tierd *d, const struct tierd_config *o,
+			      const struct tierd_config *n, char *pend, size_t cap)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} strs[] = {
+		{ "admin_socket", offsetof(struct tierd_config, admin_socket) },
+		{ "prometheus", offsetof(struct tierd_config, prometheus) },
+		{ "rados.conf", offsetof(struct tierd_config, rados_conf) },
+		{ "rados.client_name", offsetof(struct tierd_config, rados_client_name) },
+		{ "rados.keyring", offsetof(struct tierd_config, rados_keyring) },
+		{ "rados.base_pool", offsetof(struct tierd_config, rados_base_pool) },
+		{ "rados.cache_pool", offsetof(struct tierd_config, rados_cache_pool) },
+		{ "rados.base_namespace", offsetof(struct tierd_config, rados_base_ns) },
+		{ "rados.cache_namespace", offsetof(struct tierd_config, rados_cache_ns) },
+	};
 	size_t i;
 	bool listen_changed = o->n_listen != n->n_listen;
 
 	for (i = 0; !listen_changed && i < n->n_listen; i++)
 		listen_changed = strcmp(o->listen[i], n->listen[i]) != 0;
-	if (listen_changed)
+	if (listen_changed) {
 		tlog(d, TIER_LOG_WARN, "reload: listen addresses change at the next restart");
-	if (o->backend != n->backend)
+		pending_key(pend, cap, "listen");
+	}
+	if (o->backend != n->backend) {
 		tlog(d, TIER_LOG_WARN, "reload: backend changes at the next restart");
-	if (o->data_dir && n->data_dir && strcmp(o->data_dir, n->data_dir))
+		pending_key(pend, cap, "backend");
+	}
+	if (o->data_dir && n->data_dir && strcmp(o->data_dir, n->data_dir)) {
 		tlog(d, TIER_LOG_WARN, "reload: data_dir changes at the next restart");
+		pending_key(pend, cap, "data_dir");
+	}
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		const char *a = *(char *const *)(const void *)((const char *)o + strs[i].off);
+		const char *b = *(char *const *)(const void *)((const char *)n + strs[i].off);
+
+		if (str_differs(a, b)) {
+			tlog(d, TIER_LOG_WARN, "reload: %s changes at the next restart", strs[i].key);
+			pending_key(pend, cap, strs[i].key);
+		}
+	}
+	if (memcmp(&o->base_model, &n->base_model, sizeof(o->base_model)) ||
+	    memcmp(&o->cache_model, &n->cache_model, sizeof(o->cache_model)) ||
+	    o->direct_io != n->direct_io || o->rados_op_timeout_ms != n->rados_op_timeout_ms) {
+		tlog(d, TIER_LOG_WARN, "reload: device profiles, direct_io and op_timeout change "
+		     "at the next restart");
+		pending_key(pend, cap, "local.profiles/direct_io/op_timeout");
+	}
 	for (i = 0; i < o->n_images; i++) {
 		size_t j;
 
 		for (j = 0; j < n->n_images; j++)
 			if (!strcmp(o->images[i].name, n->images[j].name))
 				break;
-		if (j == n->n_images)
+		char key[160];
+
+		if (j == n->n_images) {
 			tlog(d, TIER_LOG_WARN, "reload: image %s was removed from the config; "
 			     "it is served until the next restart, which refuses to start while "
 			     "its cache objects are dirty (flush first: tierctl flush --image %s "
 			     "--wait)", o->images[i].name, o->images[i].name);
-		else if (n->images[j].size != o->images[i].size)
-			tlog(d, TIER_LOG_WARN, "reload: image %s changes size at the next restart "
-			     "(a shrink that leaves dirty cache objects past the new end refuses to "
-			     "start: flush first)", o->images[i].name);
+			snprintf(key, sizeof(key), "image.%s (removed)", o->images[i].name);
+			pending_key(pend, cap, key);
+		} else if (n->images[j].size != o->images[i].size ||
+			   str_differs(n->images[j].rbd_image, o->images[i].rbd_image)) {
+			tlog(d, TIER_LOG_WARN, "reload: image %s changes size or RBD image at the "
+			     "next restart (a shrink that leaves dirty cache objects past the new "
+			     "end refuses to start: flush first)", o->images[i].name);
+			snprintf(key, sizeof(key), "image.%s.size", o->images[i].name);
+			pending_key(pend, cap, key);
+		}
 	}
 }
 
-static int do_reload(struct tierd *d, char *err, size_t errlen)
+/* read_only applies live, to the engine and to the NBD export (connected clients too). */
+static void apply_read_only(struct tierd *d, const struct tierd_config *n)
+{
+	for (size_t i = 0; i < n->n_images; i++) {
+		struct tier_image *img = tier_engine_find_image(d->engine, n->images[i].name);
+
+		if (!img || tier_image_read_only(img) == n->images[i].read_only)
+			continue;
+		tier_image_set_read_only(img, n->images[i].read_only);
+		nbd_server_set_read_only(d->nbd, n->images[i].name, n->images[i].read_only);
+		tlog(d, TIER_LOG_INFO, "reload: image %s is now %s", n->images[i].name,
+		     n->images[i].read_only ? "read-only (writes fail with EPERM)" : "writable");
+	}
+}
+
+/*
+ * Reload the config file.  0 and, in pend, the keys that wait for a restart
+ * (comma-separated, "" if none); or -errno and err.
+ */
+static int do_reload(struct tierd *d, char *err, size_t errlen, char *pend, size_t pendcap)
 {
 	struct tierd_config *nc = NULL;
 	const struct tier_params *cur = tier_engine_params(d->engine);
 	size_t i;
 	int rc;
 
+	pend[0] = '\0';
 	rc = tierd_config_load(d->cfg->path, &nc, err, errlen);
 	if (rc < 0)
 		return rc;
 	if (nc->tier.object_size != cur->object_size || nc->tier.extent_size != cur->extent_size) {
 		tlog(d, TIER_LOG_WARN, "reload: object_size/extent_size change at the next "
-		     "restart; keeping %llu/%llu", (unsigned long long)cur->object_size,
-		     (unsigned long long)cur->extent_size);
+		     "restart, which refuses a pool laid out otherwise; keeping %llu/%llu",
+		     (unsigned long long)cur->object_size, (unsigned long long)cur->extent_size);
 		nc->tier.object_size = cur->object_size;
 		nc->tier.extent_size = cur->extent_size;
+		pending_key(pend, pendcap, "object_size/extent_size");
 	}
 	rc = apply_params(d, &nc->tier, err, errlen);
 	if (rc < 0) {
 		tierd_config_free(nc);
 		return rc;
 	}
-	warn_restart_only(d, d->cfg, nc);
+	warn_restart_only(d, d->cfg, nc, pend, pendcap);
+	apply_read_only(d, nc);
 	/* restart-only settings keep their running values */
 	nc->backend = d->cfg->backend;
 	d->log_level = nc->log_level;
@@ -721,16 +805,17 @@ static int do_reload(struct tierd *d, char *err, size_t errlen)
 static void on_sighup(uv_signal_t *s, int signum)
 {
 	struct tierd *d = s->data;
-	char err[1024] = "";
+	char err[1024] = "", pend[1024];
 
 	(void)signum;
 	if (d->stopping)
 		return;
 	notify("RELOADING=1");
-	if (do_reload(d, err, sizeof(err)) < 0)
+	if (do_reload(d, err, sizeof(err), pend, sizeof(pend)) < 0)
 		tlog(d, TIER_LOG_ERROR, "reload failed, keeping the running config: %s", err);
 	else
-		tlog(d, TIER_LOG_INFO, "reloaded %s", d->cfg->path);
+		tlog(d, TIER_LOG_INFO, "reloaded %s%s%s", d->cfg->path,
+		     pend[0] ? "; waiting for a restart: " : "", pend);
 	notify("READY=1\nSTATUS=serving %zu image(s)",
 	       tier_engine_images(d->engine, NULL, 0));
 }
@@ -758,13 +843,17 @@ static const struct tierd_config *hook_config(void *arg)
 	return ((struct tierd *)arg)->cfg;
 }
 
+/* On success, err holds the keys waiting for a restart (comma-separated). */
 static int hook_reload(void *arg, char *err, size_t errlen)
 {
 	struct tierd *d = arg;
-	int rc = do_reload(d, err, errlen);
+	char pend[1024];
+	int rc = do_reload(d, err, errlen, pend, sizeof(pend));
 
 	if (rc < 0)
 		tlog(d, TIER_LOG_ERROR, "reload failed, keeping the running config: %s", err);
+	else
+		snprintf(err, errlen, "%s", pend);
 	return rc;
 }
 

@@ -644,6 +644,27 @@ void nbd_server_set_handshake_timeout(struct nbd_server *s, uint64_t ms)
 	s->hs_timeout_ms = ms ? ms : NBD_DEFAULT_HS_TIMEOUT_MS;
 }
 
+static void export_set_ro(struct nbd_export *x, bool read_only)
+{
+	x->read_only = read_only;
+	x->eflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
+	if (read_only)
+		x->eflags |= NBD_FLAG_READ_ONLY;
+	else
+		x->eflags |= NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
+			     NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES;
+}
+
+int nbd_server_set_read_only(struct nbd_server *s, const char *name, bool read_only)
+{
+	struct nbd_export *x = name[0] ? nbd__find_export(s, name) : NULL;
+
+	if (!x)
+		return -ENOENT;
+	export_set_ro(x, read_only);
+	return 0;
+}
+
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only)
 {
 	const char *name = tier_image_name(img);
@@ -658,13 +679,7 @@ int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool rea
 	}
 	x->img = img;
 	x->size = tier_image_size(img);
-	x->read_only = read_only;
-	x->eflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
-	if (read_only)
-		x->eflags |= NBD_FLAG_READ_ONLY;
-	else
-		x->eflags |= NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
-			     NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES;
+	export_set_ro(x, read_only);
 	/* append: the first export answers the default name */
 	if (!s->exports) {
 		s->exports = x;

@@ -46,6 +46,8 @@ int nbd_server_listen(struct nbd_server *s, const char *addr);
  * default (empty) export name.  -EEXIST, -ENOMEM.
  */
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only);
+/* Live: connected clients' writes now fail with EPERM; new ones see NBD_FLAG_READ_ONLY. */
+int nbd_server_set_read_only(struct nbd_server *s, const char *name, bool read_only);
 
 /* Change the backpressure caps (config reload); applies to new decisions. */
 void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests,

@@ -335,6 +335,16 @@ size_t tier_engine_images(struct tier_engine *e, struct tier_image **arr, size_t
 	return n;
 }
 
+bool tier_image_read_only(const struct tier_image *img)
+{
+	return img->ro;
+}
+
+void tier_image_set_read_only(struct tier_image *img, bool ro)
+{
+	img->ro = ro;
+}
+
 const char *tier_image_name(const struct tier_image *img)
 {
 	return img->name;

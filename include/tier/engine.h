@@ -86,6 +86,10 @@ struct tier_image *tier_engine_find_image(struct tier_engine *e, const char *nam
 /* Fill up to max images (open order); returns how many are open. */
 size_t tier_engine_images(struct tier_engine *e, struct tier_image **arr, size_t max);
 const char *tier_image_name(const struct tier_image *img);
+/* Read-only now (opened so, or set since): writes, trims and zeroes fail with EROFS. */
+bool tier_image_read_only(const struct tier_image *img);
+/* Live: requests already queued are not affected; later writes are refused when ro. */
+void tier_image_set_read_only(struct tier_image *img, bool ro);
 uint64_t tier_image_size(const struct tier_image *img);
 
 /* ---- requests ---- */

@@ -137,6 +137,45 @@ PY
 		&& ok "new image reads back" || fail "disk1 I/O"
 fi
 
+# Honest reloads: read_only applies live (connected clients too), keys that
+# cannot apply are named in the answer, images shows the real state.
+if /usr/bin/python3 -c 'import nbd' 2>/dev/null; then
+	write_conf 256M "" "[image.disk1]
+size = 32M
+read_only = true"
+	sed -i "s|^listen = unix:$dir/nbd.sock|listen = unix:$dir/nbd.sock\nlisten = unix:$dir/nbd2.sock|" "$dir/tierd.conf"
+	/usr/bin/python3 - "$dir/nbd.sock" "$TIERCTL" "$dir/admin.asok" <<'PY' && ok "read_only by reload: a connected client's writes fail with EPERM, reads work" || fail "read_only by reload"
+import errno, json, subprocess, sys, nbd
+h = nbd.NBD()
+h.connect_uri("nbd+unix:///disk1?socket=" + sys.argv[1])
+h.pwrite(b"\x55" * 4096, 0)
+ans = json.loads(subprocess.run([sys.argv[2], "--socket=" + sys.argv[3], "reload"],
+                                check=True, capture_output=True, text=True).stdout)
+assert ans["ok"] is True, ans
+assert "listen" in ans["restart_pending"], ans
+try:
+    h.pwrite(b"\x66" * 4096, 0)
+    sys.exit("a write after read_only = true succeeded")
+except nbd.Error as e:
+    assert e.errno in (errno.EPERM, "EPERM"), e
+assert h.pread(4096, 0) == b"\x55" * 4096
+imgs = json.loads(subprocess.run([sys.argv[2], "--socket=" + sys.argv[3], "images"],
+                                 check=True, capture_output=True, text=True).stdout)["images"]
+d1 = [i for i in imgs if i["name"] == "disk1"][0]
+assert d1["read_only"] is True and d1["in_config"] is True, d1
+h.shutdown()
+h = nbd.NBD()
+h.connect_uri("nbd+unix:///disk1?socket=" + sys.argv[1])
+assert h.is_read_only(), "a new client is not told the export is read-only"
+h.shutdown()
+PY
+	write_conf 256M "" ""
+	out=$(ctl reload) && echo "$out" | grep -q '"image.disk1 (removed)"' && ok "reload names a removed image" ||
+		fail "reload answer: $out"
+	ctl images | /usr/bin/python3 -c 'import json,sys; i=[x for x in json.load(sys.stdin)["images"] if x["name"]=="disk1"][0]; sys.exit(0 if i["in_config"] is False else 1)' &&
+		ok "images: disk1 in_config false" || fail "images does not show disk1 removed"
+fi
+
 # the command line: --opt=VALUE, --version, documented exit codes
 "$TIERCTL" --socket="$dir/admin.asok" status > /dev/null && ok "tierctl --socket=PATH" ||
 	fail "tierctl --socket=PATH refused"

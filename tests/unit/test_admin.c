@@ -41,10 +41,11 @@ struct tier_image {
 	const char *name;
 	uint64_t size;
 	int ready;
+	bool ro;
 };
 
 static struct tier_engine fake;
-static struct tier_image fake_imgs[2] = {{"vm1", 10ull << 30, 1}, {"vm2", 1ull << 20, 0}};
+static struct tier_image fake_imgs[2] = {{"vm1", 10ull << 30, 1, true}, {"vm2", 1ull << 20, 0, false}};
 
 void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out)
 {
@@ -76,6 +77,7 @@ struct tier_image *tier_engine_find_image(struct tier_engine *e, const char *nam
 int tier_image_ready(const struct tier_image *img) { return img->ready; }
 const char *tier_image_name(const struct tier_image *img) { return img->name; }
 uint64_t tier_image_size(const struct tier_image *img) { return img->size; }
+bool tier_image_read_only(const struct tier_image *img) { return img->ro; }
 
 int tier_engine_flush_all(struct tier_engine *e, struct tier_image *img)
 {
@@ -149,6 +151,7 @@ static int hook_reload(void *arg, char *err, size_t len)
 		snprintf(err, len, "tierd.conf:7: [tier] bad: nope");
 		return -EINVAL;
 	}
+	snprintf(err, len, "listen,image.vm2 (removed)");   /* what waits for a restart */
 	return 0;
 }
 
@@ -442,9 +445,9 @@ static void test_images_hitset_reload_unknown(void **state)
 	(void)state;
 	run_script(&s);
 	assert_has(s.answers[0], "{\"name\": \"vm1\", \"size\": 10737418240, \"ready\": true, "
-				 "\"state\": \"ready\", \"read_only\": true}");
+				 "\"state\": \"ready\", \"read_only\": true, \"in_config\": true}");
 	assert_has(s.answers[0], "{\"name\": \"vm2\", \"size\": 1048576, \"ready\": false, "
-				 "\"state\": \"loading\", \"read_only\": false}");
+				 "\"state\": \"loading\", \"read_only\": false, \"in_config\": false}");
 	assert_string_equal(s.answers[1],
 			    "{\"hitsets\": [{\"set\":\"current\",\"start_ms\":2000,\"end_ms\":null,"
 			    "\"inserts\":3,\"unique\":3,\"capacity\":1024,\"bits\":6400,\"k\":4,"
@@ -452,7 +455,8 @@ static void test_images_hitset_reload_unknown(void **state)
 			    "{\"set\":0,\"start_ms\":1000,\"end_ms\":2000,"
 			    "\"inserts\":15000,\"unique\":5010,\"capacity\":1024,\"bits\":6400,\"k\":4,"
 			    "\"fpp\":0.05,\"fill\":0.9900,\"est_fpp\":0.961}]}");
-	assert_string_equal(s.answers[2], "{\"ok\": true}");
+	assert_string_equal(s.answers[2],
+			    "{\"ok\": true, \"restart_pending\": [\"listen\", \"image.vm2 (removed)\"]}");
 	assert_string_equal(s.answers[3], "{\"error\": \"tierd.conf:7: [tier] bad: nope\"}");
 	assert_has(s.answers[4], "unknown command 'frobnicate'");
 	assert_has(s.answers[5], "empty command");
