@@ -511,14 +511,22 @@ static void on_tick(uv_timer_t *t)
 	schedule_tick(t->data);
 }
 
+/* Run the completions; the replies they make go out gathered, one write per connection. */
+static void drain_cq(struct tierd *d)
+{
+	nbd_server_batch_begin(d->nbd);
+	tier_cq_drain(d->cq);
+	nbd_server_batch_end(d->nbd);
+	schedule_tick(d);
+}
+
 static void on_cq(uv_async_t *a)
 {
 	struct tierd *d = a->data;
 
 	if (d->finished)
 		return;
-	tier_cq_drain(d->cq);
-	schedule_tick(d);
+	drain_cq(d);
 }
 
 static void on_cq_idle(uv_idle_t *h)
@@ -528,8 +536,7 @@ static void on_cq_idle(uv_idle_t *h)
 	uv_idle_stop(h);
 	if (d->finished)
 		return;
-	tier_cq_drain(d->cq);
-	schedule_tick(d);
+	drain_cq(d);
 }
 
 static void on_watchdog(uv_timer_t *t)

@@ -25,6 +25,7 @@
 #define NBD_DEFAULT_MAX_BYTES     (64ull << 20)
 #define NBD_DEFAULT_HS_TIMEOUT_MS 30000u
 #define NBD_HS_MAX_WRITES         64u      /* option replies queued: stop reading */
+#define NBD_GATHER_MAX            32u      /* replies gathered into one write */
 
 _Static_assert((NBD_BUF_MIN << (NBD_BUF_CLASSES - 1)) == NBD_MAX_BLOCK_SIZE,
 	       "buffer classes must reach the largest payload");
@@ -60,6 +61,9 @@ struct nbd_req {
 	uint64_t charge;          /* bytes counted against the connection */
 	void *buf;
 	unsigned buf_class;
+	struct nbd_req *out_next;  /* reply queue of a batch, then its write's chain */
+	uint16_t hdr_len;          /* reply header bytes in hdr */
+	bool send_data;            /* the reply carries buf[0..count) */
 	/* everything from here on is not cleared by req_get */
 	uv_write_t wr;
 	union {
@@ -109,6 +113,10 @@ struct nbd_conn {
 	uint64_t in_bytes;           /* their payload bytes */
 	uint32_t engine_pending;     /* of those, inside the engine */
 	uint32_t writes_pending;     /* uv_write calls not yet completed */
+	/* replies made during a batch (nbd_server_batch_begin), sent at its end */
+	struct nbd_req *out_head, *out_tail;
+	struct nbd_conn *out_next;
+	bool out_listed;
 };
 
 struct nbd_listener {
@@ -143,6 +151,9 @@ struct nbd_server {
 	struct nbd_req *free_reqs;
 	struct nbd_freebuf *free_bufs[NBD_BUF_CLASSES];
 	size_t pool_bytes;
+	/* reply batching: connections with queued replies */
+	unsigned batch_depth;
+	struct nbd_conn *out_conns;
 	/* shutdown */
 	bool shutting_down;
 	void (*done)(void *arg);

@@ -145,11 +145,97 @@ static void req_write_cb(uv_write_t *wr, int status)
 	req_release(r);
 }
 
+/* Requests chained by out_next, one write: release them all. */
+static void batch_write_cb(uv_write_t *wr, int status)
+{
+	struct nbd_req *r = wr->data, *next;
+	struct nbd_conn *c = r->c;
+
+	c->writes_pending--;
+	if (status < 0 && status != UV_ECANCELED && !c->closing)
+		nbd__conn_close(c, "reply write failed");
+	for (; r; r = next) {
+		next = r->out_next;
+		req_release(r);
+	}
+}
+
+static void reply_bufs(struct nbd_req *r, uv_buf_t *bufs, unsigned *n)
+{
+	bufs[(*n)++] = uv_buf_init((char *)&r->hdr, r->hdr_len);
+	if (r->send_data)
+		bufs[(*n)++] = uv_buf_init(r->buf, r->count);
+}
+
+/* Send c's queued replies, NBD_GATHER_MAX to a write. */
+static void conn_flush(struct nbd_conn *c)
+{
+	while (c->out_head) {
+		struct nbd_req *first = c->out_head, *last = NULL, *r = first;
+		uv_buf_t bufs[2 * NBD_GATHER_MAX];
+		unsigned n = 0, k = 0;
+		int rc;
+
+		for (; r && k < NBD_GATHER_MAX; r = r->out_next, k++) {
+			reply_bufs(r, bufs, &n);
+			last = r;
+		}
+		c->out_head = r;
+		if (!r)
+			c->out_tail = NULL;
+		last->out_next = NULL;
+		first->wr.data = first;
+		rc = uv_write(&first->wr, &c->h.stream, bufs, n, batch_write_cb);
+		if (rc < 0) {
+			nbd__conn_close(c, uv_strerror(rc));   /* drops the rest of the queue */
+			for (r = first; r; r = last) {
+				last = r->out_next;
+				req_release(r);
+			}
+			return;
+		}
+		c->writes_pending++;
+	}
+}
+
+/* A closing connection sends nothing more: give the queued replies back. */
+static void conn_drop_queued(struct nbd_conn *c)
+{
+	struct nbd_req *r = c->out_head, *next;
+
+	c->out_head = c->out_tail = NULL;
+	for (; r; r = next) {
+		next = r->out_next;
+		req_release(r);
+	}
+}
+
+void nbd_server_batch_begin(struct nbd_server *s)
+{
+	if (s)
+		s->batch_depth++;
+}
+
+void nbd_server_batch_end(struct nbd_server *s)
+{
+	struct nbd_conn *c;
+
+	if (!s || --s->batch_depth)
+		return;
+	while ((c = s->out_conns)) {
+		s->out_conns = c->out_next;
+		c->out_next = NULL;
+		c->out_listed = false;
+		conn_flush(c);
+	}
+}
+
 static void req_reply(struct nbd_req *r, uint32_t err)
 {
 	struct nbd_conn *c = r->c;
+	struct nbd_server *s = c->s;
 	uv_buf_t bufs[2];
-	unsigned n = 1;
+	unsigned n = 0;
 	int rc;
 
 	if (c->closing) {
@@ -167,22 +253,36 @@ static void req_reply(struct nbd_req *r, uint32_t err)
 			h->length = htobe32(sizeof(r->hdr.sr.u.err));
 			r->hdr.sr.u.err.error = htobe32(err);
 			r->hdr.sr.u.err.len = 0;
-			bufs[0] = uv_buf_init((char *)&r->hdr, sizeof(*h) + sizeof(r->hdr.sr.u.err));
+			r->hdr_len = sizeof(*h) + sizeof(r->hdr.sr.u.err);
 		} else {
 			h->type = htobe16(NBD_REPLY_TYPE_OFFSET_DATA);
 			h->length = htobe32(sizeof(r->hdr.sr.u.od) + r->count);
 			r->hdr.sr.u.od.offset = htobe64(r->offset);
-			bufs[0] = uv_buf_init((char *)&r->hdr, sizeof(*h) + sizeof(r->hdr.sr.u.od));
-			bufs[n++] = uv_buf_init(r->buf, r->count);
+			r->hdr_len = sizeof(*h) + sizeof(r->hdr.sr.u.od);
+			r->send_data = true;
 		}
 	} else {
 		r->hdr.simple.magic = htobe32(NBD_SIMPLE_REPLY_MAGIC);
 		r->hdr.simple.error = htobe32(err);
 		r->hdr.simple.cookie = r->cookie;
-		bufs[0] = uv_buf_init((char *)&r->hdr.simple, sizeof(r->hdr.simple));
-		if (!err && r->cmd == NBD_CMD_READ)
-			bufs[n++] = uv_buf_init(r->buf, r->count);
+		r->hdr_len = sizeof(r->hdr.simple);
+		r->send_data = !err && r->cmd == NBD_CMD_READ;
 	}
+	if (s->batch_depth) {
+		r->out_next = NULL;
+		if (c->out_tail)
+			c->out_tail->out_next = r;
+		else
+			c->out_head = r;
+		c->out_tail = r;
+		if (!c->out_listed) {
+			c->out_listed = true;
+			c->out_next = s->out_conns;
+			s->out_conns = c;
+		}
+		return;
+	}
+	reply_bufs(r, bufs, &n);
 	r->wr.data = r;
 	rc = uv_write(&r->wr, &c->h.stream, bufs, n, req_write_cb);
 	if (rc < 0) {
@@ -538,6 +638,7 @@ void nbd__conn_close(struct nbd_conn *c, const char *why)
 			 (unsigned long long)c->id, why);
 	c->closing = true;
 	uv_read_stop(&c->h.stream);
+	conn_drop_queued(c);
 	if (c->cur) {            /* a WRITE whose payload never came */
 		struct nbd_req *r = c->cur;
 

@@ -65,6 +65,14 @@ void nbd_server_set_handshake_timeout(struct nbd_server *s, uint64_t ms);
 void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *arg);
 
 /* Connections open / requests in flight right now. */
+/*
+ * Replies made between begin and end are gathered: one write per connection
+ * at the end (up to NBD_GATHER_MAX replies each) instead of one per reply.
+ * The daemon brackets each drain of the completion queue.  Nests; NULL is a
+ * no-op.
+ */
+void nbd_server_batch_begin(struct nbd_server *s);
+void nbd_server_batch_end(struct nbd_server *s);
 size_t nbd_server_connections(const struct nbd_server *s);
 size_t nbd_server_in_flight(const struct nbd_server *s);
 

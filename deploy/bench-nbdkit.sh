@@ -19,7 +19,10 @@
 # name=path.so, e.g. "glibc=,jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2":
 # each one is a tierd variant started with LD_PRELOAD=path; name=path.so@BIN
 # runs the tierd binary BIN instead, e.g. "after=,before=@/tmp/old/tierd"],
-# BENCH_NBDKIT [1: also run nbdkit].  The first variant is the reference of
+# BENCH_NBDKIT [1: also run nbdkit], BENCH_NICE [empty; e.g. -10 runs the
+# servers and fio at that nice level (root), so that other load on a shared
+# machine disturbs the comparison less: a single-threaded server loses more
+# to competing threads than one with 16].  The first variant is the reference of
 # the ratio columns.
 set -euo pipefail
 
@@ -33,6 +36,8 @@ DIR=${BENCH_DIR:-/dev/shm}
 OUT=${BENCH_OUT:-$(mktemp -d /tmp/tierd-nbdkit.XXXXXX)}
 PRELOADS=${BENCH_PRELOADS:-tierd=}
 WITH_NBDKIT=${BENCH_NBDKIT:-1}
+NICE=()
+[ -z "${BENCH_NICE:-}" ] || NICE=(nice -n "$BENCH_NICE")
 mkdir -p "$OUT"
 
 for p in fio nbdkit nbdinfo python3; do
@@ -100,7 +105,7 @@ CFG
 		bin=${pre#*@}
 		pre=${pre%%@*}
 	fi
-	LD_PRELOAD=$pre "$bin" --config "$WORK/t/tierd.conf" 2>> "$OUT/$name.tierd.log" &
+	LD_PRELOAD=$pre "${NICE[@]}" "$bin" --config "$WORK/t/tierd.conf" 2>> "$OUT/$name.tierd.log" &
 	TPID=$!
 	wait_sock "nbd+unix:///vol0?socket=$WORK/t/nbd.sock" "$TPID" "$OUT/$name.tierd.log"
 	fio --name=fill --ioengine=nbd --uri="nbd+unix:///vol0?socket=$WORK/t/nbd.sock" \
@@ -116,7 +121,7 @@ stop_tierd() {
 start_nbdkit() {
 	rm -f "$WORK/img" "$WORK/nbdkit.sock"
 	truncate -s "$SIZE" "$WORK/img"
-	nbdkit --exit-with-parent -f -U "$WORK/nbdkit.sock" file "$WORK/img" 2>> "$OUT/nbdkit.log" &
+	"${NICE[@]}" nbdkit --exit-with-parent -f -U "$WORK/nbdkit.sock" file "$WORK/img" 2>> "$OUT/nbdkit.log" &
 	NPID=$!
 	wait_sock "nbd+unix://?socket=$WORK/nbdkit.sock" "$NPID" "$OUT/nbdkit.log"
 	fio --name=fill --ioengine=nbd --uri="nbd+unix://?socket=$WORK/nbdkit.sock" \
@@ -143,7 +148,7 @@ run_case() {
 		jobs=${qd%x*}
 		qd=${qd#*x}
 	fi
-	fio --name="$c" --ioengine=nbd --uri="$uri" --rw="$rw" --bs=4k --iodepth="$qd" \
+	"${NICE[@]}" fio --name="$c" --ioengine=nbd --uri="$uri" --rw="$rw" --bs=4k --iodepth="$qd" \
 		--numjobs="$jobs" --group_reporting --size="$SIZE" --time_based \
 		--runtime="$RUNTIME" --ramp_time=1 --randseed=7 \
 		--output-format=json --output="$out"
