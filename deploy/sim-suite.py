@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""deploy/sim-suite.py CSV... - the table of deploy/sim-suite.sh: tier-sim's
+"""deploy/sim-suite.py [--goals LABEL] CSV... - the table of deploy/sim-suite.sh: tier-sim's
 CSV rows (one per policy, workload and cache) as markdown, then per policy
-the geometric means and the issue's three goals for every policy, the
-default included.  Reads only the CSVs; decides nothing else."""
+the geometric means, and the issue's three goals for the column LABEL
+(default: "default").  Reads only the CSVs; decides nothing else."""
 import csv
 import math
 import sys
@@ -18,7 +18,11 @@ def gmean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def main(paths):
+def main(args):
+    goal = "default"
+    if len(args) >= 2 and args[0] == "--goals":
+        goal, args = args[1], args[2:]
+    paths = args
     rows = []
     for p in paths:
         with open(p, newline="") as f:
@@ -39,7 +43,7 @@ def main(paths):
     def f(r, k):
         return float(r[k])
 
-    print("### Miss ratio per workload and cache (%% of object pieces), with OPT and LRU at the usable size")
+    print("### Miss ratio per workload and cache (% of object pieces), with OPT and LRU at the usable size")
     print()
     print("| workload@cache | OPT obj | LRU obj | OPT ext | LRU ext | " + " | ".join(pols) + " |")
     print("|---" * (5 + len(pols)) + "|")
@@ -78,11 +82,11 @@ def main(paths):
             "%d (vs %s)" % (above_b, base) if base else "-",
             "%.3f" % gmean(vb) if vb else "-", cw,
             "%.3f" % gmean(busy) if busy else "-", mem))
-    if "default" in pols:
+    if goal in pols:
         print()
-        print("### The goals, for `default`")
+        print("### The goals, for `%s`" % goal)
         print()
-        s = summary["default"]
+        s = summary[goal]
         print("- misses no more than LRU (tier-sim's reference at the usable size) on every case: "
               "%s (%d of %d cases above, worst %.3f)" % (
                   "met" if s["above_ref"] == 0 else "NOT met", s["above_ref"], len(cases),
@@ -96,7 +100,7 @@ def main(paths):
         if PROMOTE_ALWAYS in pols:
             ok = 0
             for d in cases.values():
-                r, pa = d["default"], d[PROMOTE_ALWAYS]
+                r, pa = d[goal], d[PROMOTE_ALWAYS]
                 if (f(r, "cache_write_per_byte") <= 0.7 * f(pa, "cache_write_per_byte") and
                         f(r, "miss") <= f(pa, "miss") + 1e-9):
                     ok += 1

@@ -9,7 +9,9 @@
  * the key goes to T2.  coldest() is ARC's REPLACE: T1's LRU end while |T1|
  * exceeds p, else T2's.  The capacity c is the most objects cached at once
  * (the engine's target moves live; an eviction does not shrink it); ghosts
- * are trimmed to |T1|+|B1| <= c and all four lists to 2c.  A ghost key is an admission hint.  coldest()
+ * are trimmed to |T1|+|B1| <= c and all four lists to 2c.  The ghosts only
+ * steer p: they are not an admission hint (with one, the engine's crash
+ * tests hang, docs/BENCHMARKS.md).  coldest()
  * only names victims; a key leaves the cache through remove() (and becomes
  * a ghost).  Never touches the store.
  */
@@ -180,7 +182,7 @@ static size_t arc_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 	return n;
 }
 
-static bool arc_admit(struct tier__policy *p, uint64_t key)
+bool tier__policy_arc_is_ghost(struct tier__policy *p, uint64_t key)
 {
 	struct arc_policy *a = arc_of(p);
 	uint32_t idx = tier__kpool_find(&a->pool, key);
@@ -202,7 +204,7 @@ static const struct tier__policy_ops arc_ops = {
 	.access = arc_access,
 	.remove = arc_remove,
 	.coldest = arc_coldest,
-	.admit = arc_admit,
+	.admit = NULL,
 	.bytes = arc_bytes,
 };
 

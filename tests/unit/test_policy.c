@@ -585,17 +585,17 @@ static void test_arc_ghost_hits_adapt_the_target(void **state)
 	assert_int_equal(tier__policy_arc_target(p), 0);
 	assert_keys(got, coldest(p, got, 1), (uint64_t[]){ 1 }, 1);
 	P_REMOVE(p, 1);                                   /* 1 -> B1 */
-	assert_false(p->ops->admit(p, 2));                /* cached, not a ghost */
-	assert_true(p->ops->admit(p, 1));                 /* a ghost: a hint */
-	assert_false(p->ops->admit(p, 77));
+	assert_false(tier__policy_arc_is_ghost(p, 2));                /* cached, not a ghost */
+	assert_true(tier__policy_arc_is_ghost(p, 1));                 /* a ghost: a hint */
+	assert_false(tier__policy_arc_is_ghost(p, 77));
 	P_INSERT(p, 1);                                   /* B1 hit: T1 was too small */
 	assert_int_equal(tier__policy_arc_target(p), 1);
-	assert_false(p->ops->admit(p, 1));
+	assert_false(tier__policy_arc_is_ghost(p, 1));
 	/* 1 is in T2 now; T1's 3 keys go while T1 exceeds p = 1, then T2, then T1 */
 	assert_keys(got, coldest(p, got, 4), (uint64_t[]){ 2, 3, 1, 4 }, 4);
 	/* a key of T2 that leaves goes to B2; its return lowers the target */
 	P_REMOVE(p, 1);
-	assert_true(p->ops->admit(p, 1));
+	assert_true(tier__policy_arc_is_ghost(p, 1));
 	P_INSERT(p, 1);
 	assert_int_equal(tier__policy_arc_target(p), 0);
 	tier__policy_destroy(p);
@@ -616,10 +616,10 @@ static void test_arc_ghosts_are_bounded_by_the_cache(void **state)
 		P_REMOVE(p, got[0]);
 	}
 	/* c = 11 (10 cached plus one coming in): |T1| + |B1| <= 11 keeps one ghost */
-	assert_false(p->ops->admit(p, 4000));
-	assert_false(p->ops->admit(p, 4989));
-	assert_true(p->ops->admit(p, 4990));
-	assert_false(p->ops->admit(p, 4999));   /* cached */
+	assert_false(tier__policy_arc_is_ghost(p, 4000));
+	assert_false(tier__policy_arc_is_ghost(p, 4989));
+	assert_true(tier__policy_arc_is_ghost(p, 4990));
+	assert_false(tier__policy_arc_is_ghost(p, 4999));   /* cached */
 	assert_true(tier__policy_bytes(p) < 64 * 1024);
 	tier__policy_destroy(p);
 }
