@@ -327,6 +327,8 @@ static void put_pool(struct tier_store *st, const char *role, struct jbuf *b, bo
 		jb_u64(b, &g, "ops", ss.ops[op]);
 		jb_u64(b, &g, "bytes", ss.bytes[op]);
 		jb_u64(b, &g, "errors", ss.errors[op]);
+		jb_u64(b, &g, "not_found", ss.not_found[op]);
+		jb_u64(b, &g, "conflicts", ss.conflicts[op]);
 		jb_u64(b, &g, "avg_latency_us", ss.ops[op] ? ss.lat_sum_ns[op] / ss.ops[op] / 1000 : 0);
 		jb_printf(b, "}");
 	}

@@ -211,7 +211,9 @@ uint64_t tier_store_in_flight(const struct tier_store *st);
 struct tier_store_stats {
 	uint64_t ops[TIER_STORE_OPCODE_MAX];
 	uint64_t bytes[TIER_STORE_OPCODE_MAX]; /* READ/WRITE/ZERO lengths */
-	uint64_t errors[TIER_STORE_OPCODE_MAX];
+	uint64_t errors[TIER_STORE_OPCODE_MAX];    /* failures: not the outcomes below */
+	uint64_t not_found[TIER_STORE_OPCODE_MAX]; /* -ENOENT: an absent object (a miss, not an error) */
+	uint64_t conflicts[TIER_STORE_OPCODE_MAX]; /* -ECANCELED / -EEXIST: a guard or F_EXCL said no */
 	uint64_t faults_injected;
 	uint64_t lat_sum_ns[TIER_STORE_OPCODE_MAX];
 	uint64_t fua_ops[TIER_STORE_OPCODE_MAX];   /* of ops[]: those with F_FUA */

@@ -323,7 +323,11 @@ void tier__store_finish(struct tier_store_op *op)
 	st->in_flight--;
 	if ((int)op->opcode <= 0 || op->opcode >= TIER_STORE_OPCODE_MAX)
 		return;   /* a malformed op failed by tier_store_fail */
-	if (op->result < 0)
+	if (op->result == -ENOENT)
+		st->stats.not_found[op->opcode]++;
+	else if (op->result == -ECANCELED || op->result == -EEXIST)
+		st->stats.conflicts[op->opcode]++;
+	else if (op->result < 0)
 		st->stats.errors[op->opcode]++;
 	st->stats.lat_sum_ns[op->opcode] += tier__now_ns() - op->t_submit_ns;
 }

@@ -330,8 +330,18 @@ static void test_counters(void **state)
 	assert_int_equal(s.bytes[TIER_STORE_WRITE], 1536);
 	assert_int_equal(s.ops[TIER_STORE_READ], 2);
 	assert_int_equal(s.bytes[TIER_STORE_READ], 200);
-	assert_int_equal(s.errors[TIER_STORE_READ], 1);
+	/* an absent object is a miss, not an error */
+	assert_int_equal(s.errors[TIER_STORE_READ], 0);
+	assert_int_equal(s.not_found[TIER_STORE_READ], 1);
 	assert_int_equal(s.errors[TIER_STORE_WRITE], 0);
+	/* a guard that says no is a conflict, not an error */
+	mk(&op, TIER_STORE_SETMETA, "c");
+	op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD;
+	op.meta = "m"; op.meta_len = 1; op.version = 2; op.expect_version = 999;
+	assert_int_equal(run(f, &op), -ECANCELED);
+	tier_store_get_stats(f->st, &s);
+	assert_int_equal(s.conflicts[TIER_STORE_SETMETA], 1);
+	assert_int_equal(s.errors[TIER_STORE_SETMETA], 0);
 	assert_string_equal(tier_store_pool_name(f->st), "cache");
 	assert_string_equal(tier_store_backend_name(f->st), "mem");
 	assert_true(f->notified > 0);
