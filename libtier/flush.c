@@ -55,6 +55,13 @@ static void flush_end(struct tier__job *j, bool failed)
 	if (failed) {
 		e->st.flush_failed++;
 		e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
+		/* at most one line per agent pause: the agent rests after a failure */
+		char oid[TIER_OID_MAX];
+
+		tier__oid(j->img, TIER__KEY_OBJNO(o->key), oid);
+		tier__log(e, TIER_LOG_WARN, "flush of %s (image %s) failed: %s; it stays dirty "
+			  "and is retried", oid, tier_image_name(j->img),
+			  j->err ? strerror(-j->err) : "no base write could start");
 	}
 	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
 	e->agent_flushing--;

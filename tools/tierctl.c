@@ -386,7 +386,7 @@ static int flush_evict(struct conn *c, int argc, char **argv)
 	const char *what = argv[0], *image = NULL;
 	const char *key = strcmp(what, "flush") == 0 ? "dirty_bytes" : "cached_bytes";
 	bool wait = false, tty = isatty(STDOUT_FILENO);
-	double timeout = 0, total, left, start, last = 0;
+	double timeout = 0, total, left, start, last = 0, fails, fails0 = NAN, left_last = INFINITY;
 	char line[512];
 
 	static const struct option opts[] = {
@@ -429,6 +429,21 @@ static int flush_evict(struct conn *c, int argc, char **argv)
 		left = jnum(ans, key);
 		if (isnan(left))
 			die("status lacks %s", key);
+		/*
+		 * Fail fast when the agent's flushes (or evictions) keep failing
+		 * with nothing moving: waiting cannot help until the pool is fixed.
+		 */
+		fails = jnum(ans, "flush_failed") + (key[0] == 'c' ? jnum(ans, "evict_failed") : 0);
+		if (isnan(fails0) || left < left_last) {
+			fails0 = fails;
+			left_last = left;
+		} else if (fails - fails0 >= 3) {
+			if (tty)
+				putchar('\n');
+			die("%s is failing: %.0f failed flush/evict attempts while %.0f bytes stay %s "
+			    "(tierd's log names the object and the error); not waiting", what,
+			    fails - fails0, left, key[0] == 'd' ? "dirty" : "cached");
+		}
 		if (left > total)
 			total = left;
 		show_progress(what, left, total, tty, &last);
