@@ -32,6 +32,7 @@ fi
 ninja -C "$BUILD" daemon/tierd >/dev/null
 W=$(mktemp -d /dev/shm/tierd-perf.XXXXXX)
 OUT=${BENCH_OUT:-$(mktemp -d /tmp/tierd-perf.XXXXXX)}
+mkdir -p "$OUT"
 PID=
 cleanup() { [ -z "$PID" ] || kill -KILL "$PID" 2>/dev/null || true; rm -rf "$W"; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -54,7 +55,7 @@ cache_target_full_ratio = 0.95
 [image.vol0]
 size = $SIZE
 CFG
-"$BUILD/daemon/tierd" --config "$W/tierd.conf" 2> "$W/tierd.log" &
+"$BUILD/daemon/tierd" --config "$W/tierd.conf" 2> "$OUT/tierd.log" &
 PID=$!
 U="nbd+unix:///vol0?socket=$W/nbd.sock"
 for _ in $(seq 1 100); do nbdinfo --size "$U" >/dev/null 2>&1 && break; sleep 0.1; done
