@@ -2,7 +2,8 @@
 /*
  * libtier/decide.c - every decision of the engine, as pure functions: where
  * each piece of a request goes (cache, base, a promotion, a drop, a wait),
- * whether a miss is admitted, which objects the agent flushes or evicts and
+ * whether a miss is admitted, whether a partly valid copy is filled after a
+ * read that needed base, which objects the agent flushes or evicts and
  * how many, and which durability ordering a cache write or a promotion
  * needs.  It reads the parameters (cache_mode, promote_granularity,
  * write_miss, recency, ages, ratios) and a snapshot the caller filled; it
@@ -33,11 +34,24 @@ static const char *const route_names[TIER__R_COUNT] = {
 	[TIER__R_FLUSH_FIRST] = "flush-first",
 	[TIER__R_DROP_THEN_PROXY] = "drop-then-proxy",
 	[TIER__R_DROP_BASE_THEN_CACHE] = "drop-base-then-cache",
+	[TIER__R_FILL] = "fill",
 };
 
 const char *tier__route_name(enum tier__route r)
 {
 	return (unsigned)r < TIER__R_COUNT ? route_names[r] : "?";
+}
+
+const char *tier__fill_name(enum tier__fill f)
+{
+	switch (f) {
+	case TIER__FILL_NONE: return "";
+	case TIER__FILL_GO: return "go";
+	case TIER__FILL_SKIP_COLD: return "skipped, cold";
+	case TIER__FILL_SKIP_FULL: return "skipped, cache full";
+	case TIER__FILL_SKIP_DEGRADED: return "skipped, cache degraded";
+	}
+	return "?";
 }
 
 static struct tier__decision go(enum tier__route r, const char *why)
@@ -74,9 +88,40 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
 }
 
 /*
+ * Fills (extent bitmaps): a read that needs base for part of a cached copy
+ * is a read miss of those extents, admitted as a read miss of the object
+ * would be (tier__decide_admit: the recency rule before this access, or the
+ * policy's hint).  Then a fill queues behind the read and copies every
+ * extent the copy lacks from base, so a hot partial object becomes whole.
+ * Nothing to decide (NONE) if the copy is whole for the piece, is going
+ * (evicting, a drop pending on a failed cache path), its store version is
+ * unknown, a fill is queued or running already, or the mode admits no read
+ * miss (readproxy, proxy, none).  Otherwise skipped, and counted, when the
+ * pool is degraded, the cache full (admitted bytes included) or the read
+ * not admitted (cold).  The token buckets come after (promote.c).
+ */
+enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier__dstate *s)
+{
+	enum tier_cache_mode m = p->cache_mode;
+
+	if (s->state == TIER__ABSENT || !s->extents || s->all_valid || s->nocache ||
+	    (s->flags & (TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_VUNK |
+			 TIER__OF_FQUEUED | TIER__OF_FILLING)))
+		return TIER__FILL_NONE;
+	if (m != TIER_MODE_WRITEBACK && m != TIER_MODE_READONLY)
+		return TIER__FILL_NONE;
+	if (s->degraded)
+		return TIER__FILL_SKIP_DEGRADED;
+	if (s->full >= 1.0)
+		return TIER__FILL_SKIP_FULL;
+	return tier__decide_admit(p, s, false) ? TIER__FILL_GO : TIER__FILL_SKIP_COLD;
+}
+
+/*
  * Reads never wait (but behind an exclusive op).  A cached copy that is not
  * being evicted serves what it holds: all of the piece (HIT), some of it
- * and base the rest (HIT_PARTIAL), or none, base reads only (EXTENT_MISS).
+ * and base the rest (HIT_PARTIAL), or none, base reads only (EXTENT_MISS);
+ * the last two may queue a fill behind them (tier__decide_fill).
  * Otherwise base serves it (PROXY), and an admitted miss of an ABSENT
  * object with no promotion queued or running queues one behind it.
  */
@@ -93,6 +138,7 @@ static struct tier__decision decide_read(const struct tier_params *p,
 			d = go(TIER__R_HIT_PARTIAL, "the copy holds part of the piece");
 		else
 			d = go(TIER__R_EXTENT_MISS, "the copy holds none of the piece");
+		d.fill = tier__decide_fill(p, s);
 	} else if (s->state == TIER__ABSENT &&
 		   !(s->flags & (TIER__OF_PQUEUED | TIER__OF_PROMOTING)) &&
 		   tier__decide_admit(p, s, false)) {
@@ -163,8 +209,8 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
  * granularity with write_miss = proxy proxies now and promotes after,
  * with write_miss = promote copies the object first and then hits.
  */
-static struct tier__decision decide_write(const struct tier_params *p,
-					  const struct tier__dstate *s)
+static struct tier__decision decide_write_route(const struct tier_params *p,
+						const struct tier__dstate *s)
 {
 	struct tier__decision d;
 
@@ -218,6 +264,46 @@ static struct tier__decision decide_write(const struct tier_params *p,
 }
 
 /*
+ * While a fill runs, base and the copy's existence must hold still for it
+ * (it copies base into extents the copy lacks): a write that would go to
+ * base or drop the copy waits for it.  Cache writes go ahead; the fill
+ * leaves the extents they make valid alone.
+ */
+static struct tier__decision decide_write(const struct tier_params *p,
+					  const struct tier__dstate *s)
+{
+	struct tier__decision d = decide_write_route(p, s);
+
+	if ((s->flags & TIER__OF_FILLING) && d.route != TIER__R_CACHE_WRITE &&
+	    d.route != TIER__R_WAIT)
+		return go(TIER__R_WAIT, "waits for a fill: base and the copy hold still");
+	return d;
+}
+
+/*
+ * Fill hints (queued behind a read by dispatch.c): done if there is nothing
+ * left to fill (the copy is whole, gone or going, its version unknown, a
+ * fill runs), if the mode admits no read miss (changed since the hint was
+ * queued), the pool is degraded or the cache full
+ * (less the hint's own reservation); otherwise they wait for shared ops
+ * (a read still reading base for those extents), then fill.
+ */
+static struct tier__decision decide_fill_hint(const struct tier_params *p,
+					      const struct tier__dstate *s)
+{
+	if (s->state == TIER__ABSENT || !s->extents || s->obj_all_valid ||
+	    (s->flags & (TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_VUNK |
+			 TIER__OF_FILLING)))
+		return go(TIER__R_DONE, "fill: nothing to fill, or the copy is going");
+	if ((p->cache_mode != TIER_MODE_WRITEBACK && p->cache_mode != TIER_MODE_READONLY) ||
+	    s->degraded || s->full_less_own >= 1.0)
+		return go(TIER__R_DONE, "fill: the mode admits no read, degraded or full");
+	if (s->nrun)
+		return go(TIER__R_WAIT, "fill waits for shared ops");
+	return go(TIER__R_FILL, "fill the extents the copy lacks");
+}
+
+/*
  * CACHE hints (NBD_CMD_CACHE, admin promote, queued promotions): done if
  * the object is cached, being promoted or STALE, if the mode is none, the
  * pool degraded or the cache full (less the hint's own reservation);
@@ -236,7 +322,9 @@ static struct tier__decision decide_hint(const struct tier_params *p,
 }
 
 /*
- * First, for every type: nothing starts beside an exclusive op.  While the
+ * First, for every type: nothing starts beside an exclusive op, nor before
+ * a fill whose base data is in lands (FILL_READY: it waits for the running
+ * ops only, so a busy object cannot starve it).  While the
  * cache pool is down (ops timed out lately), a piece that would need the
  * copy (the object is cached or STALE, no job runs on it) does not queue
  * behind op_timeout: a read with no dirty byte goes to base, which holds
@@ -248,6 +336,8 @@ struct tier__decision tier__decide(const struct tier_params *p, const struct tie
 
 	if (s->flags & TIER__OF_EXCL)
 		return go(TIER__R_WAIT, "an exclusive op runs");
+	if (s->flags & TIER__OF_FILL_READY)
+		return go(TIER__R_WAIT, "a fill is about to land");
 	if ((s->state != TIER__ABSENT || (s->flags & TIER__OF_STALE)) && s->cache_down &&
 	    !(s->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING))) {
 		if (s->type == TIER_REQ_READ && !s->any_dirty) {
@@ -259,14 +349,17 @@ struct tier__decision tier__decide(const struct tier_params *p, const struct tie
 			d.why = "cache pool down: base holds the piece";
 			return d;
 		}
-		return s->type == TIER_REQ_CACHE ? go(TIER__R_DONE, "cache pool down") :
-						   go(TIER__R_FAIL, "cache pool down");
+		return s->type == TIER_REQ_CACHE || s->type == TIER__REQ_FILL ?
+			       go(TIER__R_DONE, "cache pool down") :
+			       go(TIER__R_FAIL, "cache pool down");
 	}
 	switch (s->type) {
 	case TIER_REQ_READ:
 		return decide_read(p, s);
 	case TIER_REQ_CACHE:
 		return decide_hint(p, s);
+	case TIER__REQ_FILL:
+		return decide_fill_hint(p, s);
 	default:
 		return decide_write(p, s);
 	}

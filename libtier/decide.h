@@ -34,7 +34,22 @@ enum tier__route {
 	TIER__R_FLUSH_FIRST,          /* flush the dirty copy, then decide again */
 	TIER__R_DROP_THEN_PROXY,      /* remove the cache copy durably, then the op goes to base */
 	TIER__R_DROP_BASE_THEN_CACHE, /* whole-object trim of a dirty copy: base, then the copy */
+	TIER__R_FILL,                 /* fill hint: copy the extents the copy lacks from base */
 	TIER__R_COUNT
+};
+
+/*
+ * After a read that needed base for part of a cached copy (HIT_PARTIAL,
+ * EXTENT_MISS): whether to fill the copy's invalid extents, or why not.
+ * NONE is no event (nothing to fill, a fill already queued or running, or
+ * the cache mode admits no read); the SKIP_* reasons are counted.
+ */
+enum tier__fill {
+	TIER__FILL_NONE = 0,
+	TIER__FILL_GO,            /* queue a fill behind the read (the throttle may still veto) */
+	TIER__FILL_SKIP_COLD,     /* the read admission says no: recency / policy hint */
+	TIER__FILL_SKIP_FULL,     /* the cache is at or over its target */
+	TIER__FILL_SKIP_DEGRADED, /* a cache pool error lately */
 };
 
 /* Which hit/miss counter a write's route counts for (once per piece). */
@@ -55,6 +70,7 @@ struct tier__dstate {
 	bool all_valid;        /* every extent of the piece is in the copy */
 	bool any_valid;        /* some extent of the piece is */
 	bool any_dirty;        /* some byte of the piece is dirty in the copy */
+	bool obj_all_valid;    /* fill hints: every extent of the object is in the copy */
 	bool clean_extents;    /* the copy holds valid extents that are clean */
 	/* the engine */
 	bool bitmaps;          /* the engine keeps extent bitmaps (extent_size set) */
@@ -62,7 +78,7 @@ struct tier__dstate {
 	bool cache_down;       /* cache ops timed out lately: fail fast */
 	double full;           /* full ratio, admitted bytes included */
 	double full_less_own;  /* hints: the full ratio less their own reservation */
-	/* admission */
+	/* admission (misses, and reads of a partly valid copy: fills) */
 	bool recent;           /* Ceph's recency rule held before this access */
 	bool hint;             /* the eviction policy would admit it (S3-FIFO, ARC ghost) */
 	uint8_t freq;          /* admission = tinylfu: the sketch's estimate, this access included */
@@ -75,16 +91,21 @@ struct tier__decision {
 	bool nocache;          /* from now on the piece goes to base only (sticky) */
 	bool admitted;         /* the route promotes: promote.c's throttle may veto it */
 	enum tier__count count;
+	enum tier__fill fill;  /* reads of a partly valid copy: fill it afterwards? */
 	const char *why;       /* one phrase, for the debug trace */
 };
 
 const char *tier__route_name(enum tier__route r);
+const char *tier__fill_name(enum tier__fill f);   /* "" for NONE */
 
 /* Route one piece (any request type).  @p the engine's parameters. */
 struct tier__decision tier__decide(const struct tier_params *p, const struct tier__dstate *s);
 
 /* Would a miss be admitted (before the throttle)?  Part of tier__decide. */
 bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write);
+
+/* Fill a partly valid copy after a read that needed base?  Part of tier__decide. */
+enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier__dstate *s);
 
 /* ---- the agent ---- */
 

@@ -292,6 +292,43 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 	q_push_tail(o, h);
 }
 
+/*
+ * Queue a fill hint behind the read that needed base for part of o's copy
+ * (tier__decide_fill said go, the throttle allowed): it starts once the
+ * pieces queued before it are done.  The bytes it will add are reserved
+ * against the target until the fill job takes them over.
+ */
+static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_image *img)
+{
+	struct tier__ext *h = tier__ext_alloc(e);
+
+	if (!h)
+		return;
+	h->img = img;
+	h->obj = o;
+	h->type = TIER__REQ_FILL;
+	tier__resv_take(e, h, o->len - tier__obj_cached_bytes(e, o), false);
+	o->flags |= TIER__OF_FQUEUED;
+	e->exts_inflight++;
+	q_push_tail(o, h);
+}
+
+/* After a read that needed base for part of a cached copy: fill it, or count why not. */
+static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier_image *img,
+		       enum tier__fill f)
+{
+	switch (f) {
+	case TIER__FILL_GO:
+		if (tier__fill_tokens(e, tier__fill_bytes(e, o)))
+			queue_fill(e, o, img);
+		break;
+	case TIER__FILL_SKIP_COLD: e->st.fill_skip_cold++; break;
+	case TIER__FILL_SKIP_FULL: e->st.fill_skip_full++; break;
+	case TIER__FILL_SKIP_DEGRADED: e->st.fill_skip_degraded++; break;
+	case TIER__FILL_NONE: break;
+	}
+}
+
 static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
 		       enum tier__route route)
 {
@@ -680,7 +717,8 @@ static void tinylfu_state(struct tier_engine *e, const struct tier__obj *o,
 static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		       const struct tier__ext *x, struct tier__dstate *s)
 {
-	bool cache_hint = x->type == TIER_REQ_CACHE;
+	bool cache_hint = x->type == TIER_REQ_CACHE || x->type == TIER__REQ_FILL;
+	bool partial_read = false;
 
 	memset(s, 0, sizeof(*s));
 	s->type = x->type;
@@ -695,7 +733,10 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 	if (o->bits && !cache_hint) {
 		s->all_valid = range_all_valid(e, o, x->off, x->len);
 		s->any_valid = range_any_valid(e, o, x->off, x->len);
+		partial_read = x->type == TIER_REQ_READ && o->state != TIER__ABSENT && !s->all_valid;
 	}
+	if (o->bits && x->type == TIER__REQ_FILL)
+		s->obj_all_valid = range_all_valid(e, o, 0, o->len);
 	s->bitmaps = e->nwords != 0;
 	s->degraded = tier__degraded(e);
 	s->cache_down = tier__cache_down(e);
@@ -707,8 +748,11 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		s->full_less_own = tier__full_ratio_less(e, x->resv, x->resv_obj);
 	else
 		s->full = tier__full_ratio(e);
-	/* admission looks at these for misses only (before the access is recorded) */
-	if (o->state == TIER__ABSENT && !cache_hint) {
+	/*
+	 * admission looks at these for misses only, and a fill for reads of
+	 * extents the copy lacks (before the access is recorded)
+	 */
+	if ((o->state == TIER__ABSENT && !cache_hint) || partial_read) {
 		unsigned n = (unsigned)(x->type == TIER_REQ_READ ? e->p.min_read_recency_for_promote :
 						      e->p.min_write_recency_for_promote);
 
@@ -720,7 +764,8 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 	}
 }
 
-static const char *const type_names[] = { "read", "write", "trim", "zero", "flush", "cache" };
+static const char *const type_names[] = { "read", "write", "trim", "zero", "flush", "cache",
+					  "fill" };
 
 static void trace_route(struct tier_engine *e, const struct tier__obj *o,
 			const struct tier__ext *x, const struct tier__decision *d)
@@ -728,9 +773,10 @@ static void trace_route(struct tier_engine *e, const struct tier__obj *o,
 	char oid[TIER_OID_MAX];
 
 	tier__oid(x->img, TIER__KEY_OBJNO(o->key), oid);
-	tier__log(e, TIER_LOG_DEBUG, "%s %s +%u len %u: %s (%s)",
+	tier__log(e, TIER_LOG_DEBUG, "%s %s +%u len %u: %s (%s)%s%s",
 		  x->type < sizeof(type_names) / sizeof(type_names[0]) ? type_names[x->type] : "?",
-		  oid, x->off, x->len, tier__route_name(d->route), d->why);
+		  oid, x->off, x->len, tier__route_name(d->route), d->why,
+		  d->fill != TIER__FILL_NONE ? "; fill: " : "", tier__fill_name(d->fill));
 }
 
 /* Complete the piece at the head without store I/O (DONE, FAIL, a failed flush-first). */
@@ -739,6 +785,8 @@ static void finish_now(struct tier_engine *e, struct tier__obj *o, struct tier__
 	q_pop(o, x);
 	if (x->type == TIER_REQ_CACHE && !x->req)
 		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+	if (x->type == TIER__REQ_FILL)
+		o->flags &= (uint16_t)~TIER__OF_FQUEUED;
 	tier__ext_finish(e, x, err);
 }
 
@@ -794,6 +842,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_HIT:
 	case TIER__R_HIT_PARTIAL:
 	case TIER__R_EXTENT_MISS:
+		maybe_fill(e, o, x->img, d.fill);   /* behind the read: it copies base after it */
 		start_read(e, o, x, d.route);
 		return true;
 	case TIER__R_PROXY:
@@ -852,6 +901,13 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_DROP_BASE_THEN_CACHE:
 		start_drop(e, o, x, true);
 		return true;
+	case TIER__R_FILL:
+		q_pop(o, x);
+		o->flags &= (uint16_t)~TIER__OF_FQUEUED;
+		tier__resv_put(e, x);   /* the fill job holds the bytes from here */
+		tier__fill_start(e, x->img, o);
+		tier__ext_finish(e, x, 0);
+		return true;
 	case TIER__R_COUNT:
 		break;
 	}
@@ -865,6 +921,9 @@ void tier__obj_kick(struct tier_engine *e, struct tier__obj *o)
 	/* a flush waiting for a cache write to land marks first, then the queue runs */
 	if ((o->flags & (TIER__OF_FLUSHING | TIER__OF_EXCL)) == TIER__OF_FLUSHING)
 		tier__flush_resume(e, o);
+	/* a fill whose data is in lands once the object is quiet, before the queue runs */
+	if ((o->flags & (TIER__OF_FILL_READY | TIER__OF_EXCL)) == TIER__OF_FILL_READY && !o->nrun)
+		tier__fill_resume(e, o);
 	tier__obj_assert(e, o, "kick");
 	while ((x = o->qhead) && try_start(e, o, x))
 		;

@@ -42,7 +42,13 @@ enum {
 	TIER__OF_STALE     = 1u << 8,  /* a cache object may exist while ABSENT */
 	TIER__OF_HOT       = 1u << 9,  /* written during its last flush: agent skips it */
 	TIER__OF_EVICT_AFTER_FLUSH = 1u << 10,  /* evicting a dirty copy: flush, then evict */
+	TIER__OF_FQUEUED   = 1u << 11, /* a fill hint is queued (dispatch.c queue_fill) */
+	TIER__OF_FILLING   = 1u << 12, /* a fill job runs (fill.c) */
+	TIER__OF_FILL_READY = 1u << 13, /* its base data is in: it lands once the object is quiet */
 };
+
+/* The internal piece type of a fill hint (after the public enum tier_req_type). */
+#define TIER__REQ_FILL TIER_REQ_TYPE_MAX
 
 struct tier__ext;
 struct tier__sync_wait;
@@ -91,7 +97,7 @@ struct tier__ext {
 };
 
 enum tier__job_kind { TIER__J_PROMOTE = 1, TIER__J_FLUSH, TIER__J_EVICT, TIER__J_SYNC,
-		      TIER__J_REBUILD, TIER__J_HITSET };
+		      TIER__J_REBUILD, TIER__J_HITSET, TIER__J_FILL };
 
 /* A background operation: promotion, flush, evict, sync, rebuild stat, hitsets. */
 struct tier__job {
@@ -111,7 +117,8 @@ struct tier__job {
 	size_t nops, npending;
 	size_t hs_next;                 /* hitset load: index in e->hs_names being read */
 	uint64_t *snap;                 /* flush: dirty snapshot, re-dirtied, new dirty;
-					   rebuild: the decoded valid, then dirty bitmaps */
+					   rebuild: the decoded valid, then dirty bitmaps;
+					   fill: extents read from base, to write, new valid */
 	bool redirtied;                 /* flush: a cache write started during it */
 	uint64_t t_start_ms;
 	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
@@ -164,6 +171,7 @@ struct tier_engine {
 	uint64_t n_promoting, promoting_bytes;   /* admitted, not yet cached */
 	uint64_t n_resv, resv_bytes;    /* admitted: queued promotions, new extents in flight */
 	struct tier__job *flushes;      /* flush jobs in flight */
+	struct tier__job *fills;        /* fill jobs in flight (fnext) */
 	struct tier__job *syncs, *syncs_tail;   /* sync jobs in flight, by seq */
 	uint64_t sync_seq;              /* number of the last sync job started */
 	struct tier__sync_wait *sync_waits, *sync_waits_tail;   /* FLUSHes, by seq */
@@ -314,6 +322,16 @@ void tier__tokens_refill(struct tier_engine *e);
 /* Reserve bytes (and objects) admitted but not yet cached against the target. */
 void tier__resv_take(struct tier_engine *e, struct tier__ext *x, uint64_t bytes, bool obj);
 void tier__resv_put(struct tier_engine *e, struct tier__ext *x);
+/* The throttle for a fill reading `bytes` from base (counts fill_skip_throttled). */
+bool tier__fill_tokens(struct tier_engine *e, uint64_t bytes);
+
+/* fill.c */
+/* Bytes a fill of o would read from base: its invalid extents, as fill reads merge them. */
+uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o);
+/* Start filling o's invalid extents from base (route FILL); no-op if it cannot start. */
+void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
+/* o went quiet (no exclusive op, no shared op): a fill waiting to land goes on. */
+void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
 
 /* flush.c */
 int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);

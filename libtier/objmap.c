@@ -121,7 +121,8 @@ bool tier__obj_busy(const struct tier__obj *o)
 {
 	return o->qhead || o->nrun || o->nsync ||
 	       (o->flags & (TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING |
-			    TIER__OF_EXCL | TIER__OF_PQUEUED));
+			    TIER__OF_EXCL | TIER__OF_PQUEUED | TIER__OF_FQUEUED |
+			    TIER__OF_FILLING));
 }
 
 void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
@@ -293,6 +294,9 @@ void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t sta
  *  - VUNK (the store version is unknown): not ABSENT;
  *  - PQUEUED: an internal promotion hint is queued (admin promotes queue
  *    them too, without the flag);
+ *  - FQUEUED: a fill hint is queued, and only one;
+ *  - FILLING (a fill job runs): CLEAN or DIRTY with bitmaps, not PROMOTING
+ *    or EVICTING (a flush may run beside it); FILL_READY only with it;
  *  - nproxy <= nrun;
  *  - bitmaps only in extent mode; none on an ABSENT copy unless a cache
  *    write creating it runs (EXCL); dirty extents are valid, a CLEAN copy
@@ -302,6 +306,7 @@ const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj 
 {
 	uint16_t f = o->flags;
 	bool hint = false, dirty = false;
+	unsigned fills = 0;
 
 	if (o->state > TIER__DIRTY)
 		return "state out of range";
@@ -321,10 +326,20 @@ const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj 
 		return "STALE on a cached object";
 	if ((f & TIER__OF_VUNK) && o->state == TIER__ABSENT)
 		return "VUNK on an ABSENT object";
-	for (const struct tier__ext *x = o->qhead; x; x = x->next)
+	if ((f & TIER__OF_FILLING) &&
+	    (o->state == TIER__ABSENT || !o->bits ||
+	     (f & (TIER__OF_PROMOTING | TIER__OF_EVICTING))))
+		return "FILLING: not cached with bitmaps, or with a promotion or an eviction";
+	if ((f & TIER__OF_FILL_READY) && !(f & TIER__OF_FILLING))
+		return "FILL_READY without a fill";
+	for (const struct tier__ext *x = o->qhead; x; x = x->next) {
 		hint |= x->type == TIER_REQ_CACHE && !x->req;
+		fills += x->type == TIER__REQ_FILL;
+	}
 	if ((f & TIER__OF_PQUEUED) && !hint)
 		return "PQUEUED without a queued promotion hint";
+	if (!(f & TIER__OF_FQUEUED) != !fills || fills > 1)
+		return "FQUEUED and the queued fill hints disagree";
 	if (o->nproxy > o->nrun)
 		return "more proxied new-extent writes than shared ops";
 	if (!o->bits)

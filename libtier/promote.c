@@ -5,7 +5,8 @@
  * mode, a degraded pool, the cache over 100% of target, Ceph's recency rule
  * or the eviction policy's hint); an admitted promotion must then pass the
  * token buckets here (promote_max_bytes_sec / promote_max_objects_sec),
- * which guard the base pool.  "Over target" counts cached bytes, promotions in flight and reservations (queued
+ * which guard the base pool; fills of partly valid copies (fill.c) pass
+ * the same buckets.  "Over target" counts cached bytes, promotions in flight and reservations (queued
  * promotions, new extents being written), so admissions racing each other
  * cannot all see the same room: the cache passes its target by at most one
  * admission, i.e. one object (object mode) or one write's extents.  A
@@ -78,6 +79,15 @@ bool tier__promote_tokens(struct tier_engine *e, uint64_t bytes)
 	if (tokens_take(e, bytes))
 		return true;
 	e->st.promote_throttled++;
+	return false;
+}
+
+/* A fill (fill.c) copies from base like a promotion: the same buckets. */
+bool tier__fill_tokens(struct tier_engine *e, uint64_t bytes)
+{
+	if (tokens_take(e, bytes))
+		return true;
+	e->st.fill_skip_throttled++;
 	return false;
 }
 

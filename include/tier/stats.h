@@ -22,6 +22,8 @@ extern "C" {
 	X(read_miss_bytes) X(write_miss_bytes)                                  \
 	X(proxy_reads) X(proxy_read_bytes) X(proxy_writes) X(proxy_write_bytes) \
 	X(promotions) X(promote_bytes) X(promote_throttled) X(promote_failed)   \
+	X(fills) X(fill_bytes) X(fill_failed) X(fill_skip_cold)                 \
+	X(fill_skip_full) X(fill_skip_degraded) X(fill_skip_throttled)          \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \
 	X(evictions) X(evict_bytes) X(evict_failed)                             \
 	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)             \

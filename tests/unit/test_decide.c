@@ -26,7 +26,7 @@
 #include "tier/store.h"
 
 enum { R = TIER_REQ_READ, W = TIER_REQ_WRITE, T = TIER_REQ_TRIM, Z = TIER_REQ_WRITE_ZEROES,
-       C = TIER_REQ_CACHE };
+       C = TIER_REQ_CACHE, F = TIER__REQ_FILL };
 enum { A = TIER__ABSENT, CL = TIER__CLEAN, D = TIER__DIRTY };
 enum { WB = TIER_MODE_WRITEBACK, RP = TIER_MODE_READPROXY, PX = TIER_MODE_PROXY,
        RO = TIER_MODE_READONLY, NO = TIER_MODE_NONE };
@@ -50,6 +50,7 @@ enum {
 	X_TLFU = 1 << 12,      /* admission = tinylfu */
 	X_NEAR = 1 << 13,      /* full 0.9: past cache_target_full_ratio (0.8), below 1 */
 	X_FREQ = 1 << 14,      /* the sketch: the miss 3, the victim 2 (else the miss 1) */
+	X_OBJALL = 1 << 15,    /* fill hints: every extent of the object is valid */
 };
 
 struct row {
@@ -186,6 +187,45 @@ static const struct row rows[] = {
 	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, 0, X_RUN, TIER__R_WAIT, NONE),
 	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, TIER__OF_EXCL, 0, TIER__R_WAIT, NONE),
 	ROW(C, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_DONE, NONE),
+
+	/* ---- fill hints (queued behind a read that needed base) ---- */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_FILL, NONE),     /* no recency: decided */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, CL, 0, X_BITS, TIER__R_FILL, NONE),
+	ROW(F, RO, EXT, WPX, 0, 0, 0, CL, 0, X_BITS, TIER__R_FILL, NONE),
+	ROW(F, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_BITS, TIER__R_FILL, NONE),    /* bitmaps from before */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FLUSHING, X_BITS, TIER__R_FILL, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_OBJALL, TIER__R_DONE, NONE),  /* whole now */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, 0, 0, TIER__R_DONE, NONE),          /* no bitmaps */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, A, 0, 0, TIER__R_DONE, NONE),          /* dropped */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, CL, TIER__OF_EVICTING, X_BITS, TIER__R_DONE, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH, X_BITS,
+	    TIER__R_DONE, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_VUNK, X_BITS, TIER__R_DONE, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_DONE, NONE),
+	ROW(F, RP, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_DONE, NONE),     /* no read admission */
+	ROW(F, PX, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_DONE, NONE),
+	ROW(F, NO, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_DONE, NONE),
+	ROW(F, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS, TIER__R_DONE, NONE),     /* full */
+	ROW(F, WB, EXT, WPX, 0, 0, 1, D, 0, X_BITS, TIER__R_DONE, NONE),     /* degraded */
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_RUN, TIER__R_WAIT, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_EXCL, X_BITS, TIER__R_WAIT, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 1, D, 0, X_BITS | X_DOWN, TIER__R_DONE, NONE),
+
+	/* ---- while a fill runs: reads and cache writes go on, base and drops wait ---- */
+	ROW(R, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS | X_ANY, TIER__R_HIT_PARTIAL, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING | TIER__OF_FILL_READY, X_BITS | X_ALL |
+	    X_ANY, TIER__R_WAIT, NONE),                                       /* it lands first */
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING | TIER__OF_FILL_READY, X_BITS,
+	    TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_WAIT, NONE),  /* to base */
+	ROW(W, WB, EXT, WPX, 0, 1, 0, D, TIER__OF_FILLING, X_BITS | X_ANY, TIER__R_CACHE_WRITE, HIT),
+	ROW(T, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS | X_WHOLE, TIER__R_WAIT, NONE),
+	ROW(T, WB, EXT, WPX, 0, 0, 0, CL, TIER__OF_FILLING, X_BITS | X_WHOLE, TIER__R_WAIT, NONE),
+	ROW(Z, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_CACHE_WRITE, HIT),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS | X_NOCACHE, TIER__R_WAIT, NONE),
+	ROW(W, RO, EXT, WPX, 0, 0, 0, CL, TIER__OF_FILLING, X_BITS, TIER__R_WAIT, NONE),
+	ROW(C, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_DONE, NONE),
 };
 
 static struct tier_params params_of(int mode, int gran, int wmiss)
@@ -229,6 +269,7 @@ static struct tier__dstate state_of(int type, bool recent, bool full, bool degra
 		s.full = 0.9;
 	s.freq = (x & X_FREQ) ? 3 : 1;
 	s.victim_freq = 2;
+	s.obj_all_valid = x & X_OBJALL;
 	return s;
 }
 
@@ -267,22 +308,23 @@ static bool admits(enum tier__route r)
 /* Every combination: the rules that hold whatever the row. */
 static void test_route_sweep(void **state)
 {
-	static const int types[] = { R, W, T, Z, C };
+	static const int types[] = { R, W, T, Z, C, F };
 	static const unsigned flag_sets[] = {
 		0, TIER__OF_PROMOTING, TIER__OF_FLUSHING, TIER__OF_EVICTING, TIER__OF_EXCL,
 		TIER__OF_STALE, TIER__OF_PQUEUED, TIER__OF_VUNK, TIER__OF_HOT,
+		TIER__OF_FQUEUED, TIER__OF_FILLING, TIER__OF_FILLING | TIER__OF_FILL_READY,
 	};
 	static const unsigned x_sets[] = {
 		0, X_WHOLE, X_BITS, X_BITS | X_ANY, X_BITS | X_ALL | X_ANY, X_BITS | X_WHOLE,
 		X_BITS | X_CLEANX | X_WHOLE, X_BITS | X_CLEANX | X_WHOLE | X_TRIED2, X_NOCACHE,
 		X_NOCACHE | X_TRIED2, X_RUN, X_RUN | X_RUNPROXY | X_BITS | X_ALL | X_ANY,
 		X_RUN | X_RUNPROXY | X_BITS | X_ANY, X_DOWN, X_DOWN | X_DIRTYR,
-		X_DOWN | X_WHOLE, X_HINT, X_HINT | X_BITS,
+		X_DOWN | X_WHOLE, X_HINT, X_HINT | X_BITS, X_BITS | X_OBJALL,
 	};
 	uint64_t n = 0;
 
 	(void)state;
-	for (size_t ti = 0; ti < 5; ti++)
+	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
 	for (int mode = 0; mode <= TIER_MODE_NONE; mode++)
 	for (int gran = 0; gran < 2; gran++)
 	for (int wm = 0; wm < 2; wm++)
@@ -324,9 +366,10 @@ static void test_route_sweep(void **state)
 		/* FAIL: the cache pool is down, or two flushes failed */
 		if (r == TIER__R_FAIL)
 			assert_true((x & X_DOWN) || (x & X_TRIED2));
-		/* a read never waits but behind an exclusive op, and never changes the cache */
+		/* a read never waits but behind an exclusive op or a landing fill */
 		if (types[ti] == R) {
-			assert_true(r != TIER__R_WAIT || flag_sets[fi] == TIER__OF_EXCL);
+			assert_true(r != TIER__R_WAIT || (flag_sets[fi] & (TIER__OF_EXCL |
+								    TIER__OF_FILL_READY)));
 			assert_true(r == TIER__R_WAIT || r == TIER__R_FAIL || r == TIER__R_HIT ||
 				    r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS ||
 				    r == TIER__R_PROXY || r == TIER__R_PROXY_THEN_PROMOTE);
@@ -334,17 +377,95 @@ static void test_route_sweep(void **state)
 		}
 		/* a STALE object's leftover copy is removed before base changes */
 		if ((flag_sets[fi] & TIER__OF_STALE) && st == A && types[ti] != R &&
-		    types[ti] != C)
+		    types[ti] != C && types[ti] != F)
 			assert_true(r == TIER__R_DROP_THEN_PROXY || r == TIER__R_WAIT ||
 				    r == TIER__R_FAIL);
 		/* only hints complete without I/O as done */
 		if (r == TIER__R_DONE)
-			assert_int_equal(types[ti], C);
+			assert_true(types[ti] == C || types[ti] == F);
 		/* write hit/miss counting: writes only */
-		if (types[ti] == R || types[ti] == C)
+		if (types[ti] == R || types[ti] == C || types[ti] == F)
 			assert_int_equal(d.count, TIER__C_NONE);
+		/* fills: only a fill hint fills, only a read that needs base asks for one */
+		if (r == TIER__R_FILL) {
+			assert_int_equal(types[ti], F);
+			assert_true(st != A && s.extents && !s.obj_all_valid && !s.nrun);
+			assert_true(mode == WB || mode == RO);
+		}
+		if (d.fill != TIER__FILL_NONE) {
+			assert_int_equal(types[ti], R);
+			assert_true(r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS);
+		}
+		if (d.fill == TIER__FILL_GO) {
+			assert_true(mode == WB || mode == RO);
+			assert_true(!degraded && !full && (recent || s.hint));
+			assert_true(!(flag_sets[fi] & (TIER__OF_FQUEUED | TIER__OF_FILLING)));
+		}
+		assert_true(d.fill != TIER__FILL_SKIP_DEGRADED || degraded);
+		assert_true(d.fill != TIER__FILL_SKIP_FULL || full);
+		assert_true(d.fill != TIER__FILL_SKIP_COLD || (!recent && !s.hint));
+		/* while a fill runs, nothing goes to base or drops the copy but reads */
+		if ((flag_sets[fi] & TIER__OF_FILLING) && types[ti] != R && types[ti] != C &&
+		    types[ti] != F)
+			assert_true(r == TIER__R_CACHE_WRITE || r == TIER__R_WAIT ||
+				    r == TIER__R_FAIL);
+		if (flag_sets[fi] & TIER__OF_FILL_READY)
+			assert_int_equal(r, TIER__R_WAIT);
 	}
-	assert_true(n > 1000000);   /* 5 x 5 x 2 x 2 x 8 x 3 x 9 x 82 */
+	assert_true(n > 2000000);   /* 6 x 5 x 2 x 2 x 8 x 3 x 12 x 83 */
+}
+
+/* After a read that needed base for part of a cached copy: fill it, or why not. */
+static void test_fill_choice(void **state)
+{
+	static const struct {
+		int line, mode, state;
+		bool recent, full, degraded;
+		unsigned flags, x;
+		enum tier__fill want;
+	} t[] = {
+#define FROW(...) { __LINE__, __VA_ARGS__ }
+		FROW(WB, D, 1, 0, 0, 0, X_BITS | X_ANY, TIER__FILL_GO),       /* hit-partial */
+		FROW(WB, CL, 1, 0, 0, 0, X_BITS, TIER__FILL_GO),              /* extent-miss */
+		FROW(RO, CL, 1, 0, 0, 0, X_BITS, TIER__FILL_GO),
+		FROW(WB, CL, 0, 0, 0, 0, X_BITS, TIER__FILL_SKIP_COLD),
+		FROW(WB, CL, 0, 0, 0, 0, X_BITS | X_HINT, TIER__FILL_GO),     /* the policy's hint */
+		FROW(WB, CL, 1, 1, 0, 0, X_BITS, TIER__FILL_SKIP_FULL),
+		FROW(WB, CL, 0, 1, 0, 0, X_BITS, TIER__FILL_SKIP_FULL),       /* full before cold */
+		FROW(WB, CL, 1, 1, 1, 0, X_BITS, TIER__FILL_SKIP_DEGRADED),
+		FROW(RP, CL, 1, 0, 0, 0, X_BITS, TIER__FILL_NONE),            /* reads not admitted */
+		FROW(PX, CL, 1, 0, 0, 0, X_BITS, TIER__FILL_NONE),
+		FROW(NO, CL, 1, 0, 0, 0, X_BITS, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 0, 0, X_BITS | X_ALL | X_ANY, TIER__FILL_NONE),   /* a hit */
+		FROW(WB, CL, 1, 0, 0, 0, 0, TIER__FILL_NONE),                 /* whole copy */
+		FROW(WB, A, 1, 0, 0, 0, 0, TIER__FILL_NONE),                  /* a miss promotes */
+		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED, X_BITS, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 0, TIER__OF_FILLING, X_BITS, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 0, TIER__OF_EVICTING, X_BITS, TIER__FILL_NONE),
+		FROW(WB, D, 1, 0, 0, TIER__OF_VUNK, X_BITS, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 0, 0, X_BITS | X_NOCACHE, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 1, 0, X_BITS | X_DOWN, TIER__FILL_NONE),   /* base serves it */
+		FROW(WB, D, 1, 0, 0, TIER__OF_FLUSHING, X_BITS, TIER__FILL_GO),
+#undef FROW
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct tier_params p = params_of(t[i].mode, EXT, WPX);
+		struct tier__dstate s = state_of(R, t[i].recent, t[i].full, t[i].degraded,
+						 t[i].state, t[i].flags, t[i].x, EXT);
+		struct tier__decision d = tier__decide(&p, &s);
+
+		if (d.fill != t[i].want) {
+			fprintf(stderr, "test_decide.c:%d: fill %d (%s), want %d (route %s)\n",
+				t[i].line, d.fill, tier__fill_name(d.fill), t[i].want,
+				tier__route_name(d.route));
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+	assert_string_equal(tier__fill_name(TIER__FILL_SKIP_COLD), "skipped, cold");
 }
 
 static struct tier__agent_view av(int state, unsigned flags, bool busy, bool img, bool ign,
@@ -563,6 +684,28 @@ static void test_obj_check(void **state)
 	assert_non_null(tier__obj_check(e, &o));
 	o.flags = TIER__OF_EXCL;                     /* a write creating it */
 	assert_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_FILLING;                  /* a fill of an ABSENT object */
+	assert_non_null(tier__obj_check(e, &o));
+	o.state = TIER__DIRTY;
+	bits[1] = 1;
+	assert_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_FILLING | TIER__OF_FLUSHING | TIER__OF_FILL_READY;
+	assert_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_FILLING | TIER__OF_EVICTING;
+	assert_non_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_FILL_READY;               /* without a fill */
+	assert_non_null(tier__obj_check(e, &o));
+	o.flags = TIER__OF_FQUEUED;                  /* no fill hint queued */
+	assert_non_null(tier__obj_check(e, &o));
+	hint.type = TIER__REQ_FILL;
+	o.qhead = &hint;
+	assert_null(tier__obj_check(e, &o));
+	o.flags = 0;                                 /* a fill hint without the flag */
+	assert_non_null(tier__obj_check(e, &o));
+	o.bits = NULL;
+	o.flags = TIER__OF_FILLING;                  /* no bitmaps */
+	o.qhead = NULL;
+	assert_non_null(tier__obj_check(e, &o));
 	free(e);
 }
 
@@ -571,6 +714,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_route_table),
 		cmocka_unit_test(test_route_sweep),
+		cmocka_unit_test(test_fill_choice),
 		cmocka_unit_test(test_agent_choice),
 		cmocka_unit_test(test_agent_modes),
 		cmocka_unit_test(test_agent_budgets),

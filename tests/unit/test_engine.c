@@ -368,13 +368,15 @@ static void random_against_model(enum tier_granularity g, uint64_t seed)
 	env_pump(v);
 	env_check(v, model, 0, ISZ);
 	struct tier_stats s = env_stats(v);
-	print_message("%s: promotions %llu flushes %llu evictions %llu proxy w %llu hits r/w %llu/%llu\n",
-		      g == TIER_GRAN_EXTENT ? "extent" : "object", (unsigned long long)s.promotions,
+	print_message("%s: promotions %llu fills %llu flushes %llu evictions %llu proxy w %llu "
+		      "hits r/w %llu/%llu\n", g == TIER_GRAN_EXTENT ? "extent" : "object",
+		      (unsigned long long)s.promotions, (unsigned long long)s.fills,
 		      (unsigned long long)s.flushes, (unsigned long long)s.evictions,
 		      (unsigned long long)s.proxy_writes, (unsigned long long)s.read_hits,
 		      (unsigned long long)s.write_hits);
-	/* the run must have exercised the agent and both paths */
+	/* the run must have exercised the agent and both paths (and fills, extent mode) */
 	assert_true(s.flushes > 10 && s.evictions > 10 && s.proxy_writes > 10 && s.write_hits > 10);
+	assert_true(g != TIER_GRAN_EXTENT || s.fills > 10);
 	env_kill_engine(v);
 	assert_int_equal(env_engine(v), 1);
 	env_check(v, model, 0, ISZ);
@@ -470,6 +472,12 @@ static void random_concurrent(enum tier_granularity g, uint64_t seed)
 	}
 	env_pump(v);
 	env_check(v, model, 0, ISZ);
+	struct tier_stats s = env_stats(v);
+	print_message("%s, concurrent: promotions %llu fills %llu (skipped: cold %llu full %llu)\n",
+		      g == TIER_GRAN_EXTENT ? "extent" : "object", (unsigned long long)s.promotions,
+		      (unsigned long long)s.fills, (unsigned long long)s.fill_skip_cold,
+		      (unsigned long long)s.fill_skip_full);
+	assert_true(g != TIER_GRAN_EXTENT || s.fills > 10);   /* fills raced the batches */
 	env_kill_engine(v);
 	assert_int_equal(env_engine(v), 1);
 	env_check(v, model, 0, ISZ);

@@ -356,6 +356,8 @@ static void test_extent_write_miss_never_reads_base(void **state)
 	struct tier_params p;
 	env_params(&p);
 	p.promote_granularity = TIER_GRAN_EXTENT;
+	/* reads stay cold (no archived hitset): no fill copies the rest of the object */
+	p.min_read_recency_for_promote = 2;
 	struct env *v = env_new(&p);
 	uint8_t *model = calloc(1, ISZ);
 	(void)state;

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtier/fill.c - fills: copying the extents a partly valid cache copy
+ * lacks from base, so that a hot partial object (extent bitmaps) becomes
+ * whole.  Whether to fill is decide.c's (tier__decide_fill, after a read
+ * that needed base; dispatch.c queues the hint behind that read and takes
+ * the promotion throttle's tokens).  A fill reads the copy's invalid
+ * extents from base in the promotion's durability order
+ * (tier__decide_promote_read: a name barrier first, or FUA reads) while
+ * client reads and cache writes go on (writes that would touch base or drop
+ * the copy wait: decide.c).  Once its data is in and the object is quiet
+ * (no exclusive op, no shared op; FILL_READY holds new ops back meanwhile)
+ * it writes the extents that are still invalid into the copy, then a
+ * SETMETA, guarded by the version and F_ORDERED, whose valid bits gain them
+ * and whose dirty bits are unchanged: they are clean, base holds them.  The
+ * copy stays CLEAN or DIRTY as it was.  It must never overwrite an extent a
+ * client wrote meanwhile, never let a valid bit be durable before its
+ * bytes, and never copy bytes base could still lose in a power cut.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtier/decide.h"
+#include "libtier/engine_int.h"
+
+/* Where a fill job is (j->step). */
+enum fill_step {
+	FILL_BARRIER = 0,   /* base name barrier (removes not yet covered), then the reads */
+	FILL_READ,          /* base reads of the invalid extents */
+	FILL_WAIT,          /* data in: waits for the object to be quiet (FILL_READY) */
+	FILL_WRITE,         /* cache writes of the extents still invalid (EXCL) */
+	FILL_SETMETA,       /* the guarded, ordered SETMETA (EXCL) */
+};
+
+/* Invalid extents closer than this are read from base in one op (fewer seeks). */
+#define FILL_READ_GAP (64u * 1024)
+
+static void fill_cb(struct tier_store_op *op);
+
+static uint64_t ext_end(const struct tier_engine *e, const struct tier__obj *o, uint64_t i)
+{
+	uint64_t end = (i + 1) * e->p.extent_size;
+
+	return end < o->len ? end : o->len;
+}
+
+/*
+ * The base reads of the extents set in `want` (NULL: o's invalid ones),
+ * merged across small gaps; fills ops[] if given.  Returns how many, and
+ * their bytes in *bytes.
+ */
+static size_t read_runs(const struct tier_engine *e, const struct tier__obj *o,
+			const uint64_t *want, struct tier_store_op *ops, uint64_t *bytes)
+{
+	uint64_t es = e->p.extent_size, s = 0, t = 0;
+	size_t n = 0;
+
+	*bytes = 0;
+	for (uint64_t i = 0; i <= e->nbits; i++) {
+		bool in = i < e->nbits && i * es < o->len &&
+			  (want ? tier__bit(want, i) : !tier__bit(o->bits, i));
+
+		if (in && t && i * es - t <= FILL_READ_GAP) {
+			t = ext_end(e, o, i);
+			continue;
+		}
+		if ((in || i == e->nbits) && t) {
+			if (ops) {
+				ops[n].off = s;
+				ops[n].len = t - s;
+			}
+			*bytes += t - s;
+			n++;
+			t = 0;
+		}
+		if (in) {
+			s = i * es;
+			t = ext_end(e, o, i);
+		}
+	}
+	return n;
+}
+
+uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o)
+{
+	uint64_t b = 0;
+
+	if (o->bits)
+		read_runs(e, o, NULL, NULL, &b);
+	return b;
+}
+
+static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
+{
+	memset(op, 0, sizeof(*op));
+	op->opcode = opc;
+	op->cb = fill_cb;
+	op->priv = j;
+	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
+}
+
+/* End the job (the caller kicks the object's queue, unless it runs it already). */
+static void fill_end(struct tier__job *j, bool ok)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	struct tier__job **pp = &e->fills;
+
+	while (*pp && *pp != j)
+		pp = &(*pp)->fnext;
+	if (*pp)
+		*pp = j->fnext;
+	o->flags &= (uint16_t)~(TIER__OF_FILLING | TIER__OF_FILL_READY);
+	e->promoting_bytes -= j->len;
+	if (!ok)
+		e->st.fill_failed++;
+	tier__job_free(j);
+}
+
+static void fill_done(struct tier__job *j, bool ok)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+
+	fill_end(j, ok);
+	tier__obj_kick(e, o);
+	tier__deliver(e);
+}
+
+/* The base reads, in the order tier__decide_promote_read asks for. */
+static void fill_read(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	enum tier__promote_read how = tier__decide_promote_read(
+		j->step == FILL_BARRIER && e->rm_gen[1] != e->rm_synced[1],
+		o->flags & TIER__OF_UNSYNC_B, o->nsync != 0);
+
+	if (how == TIER__PR_BARRIER_FIRST) {
+		memset(&j->op, 0, sizeof(j->op));
+		j->op.cb = fill_cb;
+		j->op.priv = j;
+		j->ops_gen[1] = e->rm_gen[1];
+		j->op.opcode = TIER_STORE_REMOVE;
+		j->op.flags = TIER_STORE_F_FUA;
+		snprintf(j->op.oid, sizeof(j->op.oid), "tier.sync-barrier");
+		tier__submit(e, e->base, &j->op);
+		return;
+	}
+	/*
+	 * FUA: the copy will say "valid, clean: base holds this", so base's
+	 * bytes must be durable (a proxied write not yet synced could be lost
+	 * in a cut, and the block would then change at the eviction).
+	 */
+	j->step = FILL_READ;
+	j->npending = j->nops;
+	j->t_base = tier__eng_now_ns(e);
+	for (size_t i = 0; i < j->nops; i++) {
+		uint64_t off = j->ops[i].off, len = j->ops[i].len;
+
+		job_op(j, &j->ops[i], TIER_STORE_READ);
+		j->ops[i].off = off;
+		j->ops[i].len = len;
+		j->ops[i].buf = (char *)j->buf + off;
+		if (how == TIER__PR_FUA)
+			j->ops[i].flags = TIER_STORE_F_FUA;
+		tier__submit(e, e->base, &j->ops[i]);
+	}
+}
+
+/*
+ * The data is in and the object quiet: write the extents read that are
+ * still invalid (a client may have written some meanwhile: those stay as
+ * they are), each run a plain WRITE; the SETMETA follows.  Returns true if
+ * the job ended here (nothing left to write, or no memory).
+ */
+static bool fill_write(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	uint64_t *plan = j->snap + e->nwords;
+	struct tier_store_op *ops;
+	size_t n = 0;
+	bool any = false;
+
+	o->flags &= (uint16_t)~TIER__OF_FILL_READY;
+	if (o->state == TIER__ABSENT || !o->bits || (o->flags & TIER__OF_VUNK)) {
+		fill_end(j, false);   /* its version is unknown now: a SETMETA would guess */
+		return true;
+	}
+	for (size_t w = 0; w < e->nwords; w++) {
+		plan[w] = j->snap[w] & ~o->bits[w];
+		any |= plan[w] != 0;
+	}
+	if (any) {
+		/* runs of the plan exactly: never merged over a valid extent */
+		for (uint64_t i = 0; i < e->nbits; i++)
+			n += tier__bit(plan, i) && (i == 0 || !tier__bit(plan, i - 1));
+	}
+	if (!n) {
+		fill_end(j, true);   /* the client wrote all of it meanwhile */
+		return true;
+	}
+	ops = calloc(n, sizeof(*ops));
+	if (!ops) {
+		fill_end(j, false);
+		return true;
+	}
+	free(j->ops);
+	j->ops = ops;
+	j->nops = 0;
+	for (uint64_t i = 0; i < e->nbits; i++) {
+		uint64_t s;
+
+		if (!tier__bit(plan, i) || (i > 0 && tier__bit(plan, i - 1)))
+			continue;
+		s = i;
+		while (i + 1 < e->nbits && tier__bit(plan, i + 1))
+			i++;
+		job_op(j, &ops[j->nops], TIER_STORE_WRITE);
+		ops[j->nops].off = s * e->p.extent_size;
+		ops[j->nops].len = ext_end(e, o, i) - s * e->p.extent_size;
+		ops[j->nops].buf = (char *)j->buf + ops[j->nops].off;
+		j->nops++;
+	}
+	o->flags |= TIER__OF_EXCL;
+	j->step = FILL_WRITE;
+	j->npending = j->nops;
+	for (size_t i = 0; i < j->nops; i++)
+		tier__submit(e, e->cache, &ops[i]);
+	return false;
+}
+
+/*
+ * Valid bits gain the plan, dirty bits as they are, the state's dirty flag
+ * as it is, the version one up.  F_ORDERED: the filled bytes are durable
+ * before a meta that calls them valid can be (else a cut leaves valid
+ * extents of garbage over base's good bytes).  Guarded: the copy is the one
+ * the engine knows.
+ */
+static void fill_setmeta(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	uint64_t *nv = j->snap + 2 * e->nwords;
+	int ml;
+
+	for (size_t w = 0; w < e->nwords; w++)
+		nv[w] = o->bits[w] | j->snap[e->nwords + w];
+	j->version = o->version + 1;
+	ml = tier__meta_encode_obj(e, o->state == TIER__DIRTY ? TIER_META_F_DIRTY : 0, j->version,
+				   nv, o->bits + e->nwords, j->meta);
+	job_op(j, &j->op, TIER_STORE_SETMETA);
+	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
+	j->op.meta = j->meta;
+	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
+	j->op.version = j->version;
+	j->op.expect_version = o->version;
+	j->step = FILL_SETMETA;
+	if (ml < 0) {
+		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		fill_done(j, false);
+		return;
+	}
+	tier__submit(e, e->cache, &j->op);
+}
+
+/* Data in: land now if the object is quiet, else hold new ops back until it is. */
+static void fill_land(struct tier__job *j)
+{
+	struct tier__obj *o = j->obj;
+
+	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
+		j->step = FILL_WAIT;
+		o->flags |= TIER__OF_FILL_READY;
+		return;
+	}
+	if (fill_write(j)) {
+		tier__obj_kick(j->e, o);
+		tier__deliver(j->e);
+	}
+}
+
+void tier__fill_resume(struct tier_engine *e, struct tier__obj *o)
+{
+	for (struct tier__job *j = e->fills; j; j = j->fnext) {
+		if (j->obj != o || j->step != FILL_WAIT)
+			continue;
+		fill_write(j);   /* the caller runs the queue next */
+		return;
+	}
+}
+
+static void fill_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	int r = op->result;
+
+	switch (j->step) {
+	case FILL_BARRIER:
+		/* the barrier object never exists: ENOENT is the expected answer */
+		if (r < 0 && r != -ENOENT) {
+			fill_done(j, false);
+			return;
+		}
+		if (e->rm_synced[1] < j->ops_gen[1])
+			e->rm_synced[1] = j->ops_gen[1];
+		j->step = FILL_READ;
+		fill_read(j);
+		return;
+	case FILL_READ:
+		tier__base_latency(e, tier__eng_now_ns(e) - j->t_base);
+		if (r == -ENOENT) {
+			memset(op->buf, 0, op->len);   /* no base object: zeros */
+			r = 0;
+		}
+		if (r < 0 && !j->err)
+			j->err = r;
+		if (--j->npending)
+			return;
+		if (j->err) {
+			fill_done(j, false);
+			return;
+		}
+		fill_land(j);
+		return;
+	case FILL_WRITE:
+		if (r < 0 && !j->err)
+			j->err = r;
+		if (--j->npending)
+			return;
+		if (j->err) {
+			/* only extents the meta calls invalid were touched: nothing to undo */
+			tier__cache_error(e, j->err);
+			o->flags &= (uint16_t)~TIER__OF_EXCL;
+			fill_done(j, false);
+			return;
+		}
+		fill_setmeta(j);
+		return;
+	case FILL_SETMETA:
+	default: {
+		uint64_t before = tier__obj_cached_bytes(e, o);
+
+		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		if (r < 0) {
+			/* not ECANCELED (nothing changed): the stored meta is uncertain */
+			if (r != -ECANCELED) {
+				tier__cache_error(e, r);
+				o->flags |= TIER__OF_VUNK;
+			}
+			fill_done(j, false);
+			return;
+		}
+		o->version = j->version;
+		tier__obj_set_state(e, o, o->state, j->snap + 2 * e->nwords, NULL);
+		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+		e->st.fills++;
+		e->st.fill_bytes += tier__obj_cached_bytes(e, o) - before;
+		fill_done(j, true);
+		return;
+	}
+	}
+}
+
+void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+{
+	struct tier__job *j;
+	uint64_t bytes;
+	size_t n;
+
+	if (!o->bits || o->state == TIER__ABSENT ||
+	    (o->flags & (TIER__OF_FILLING | TIER__OF_VUNK | TIER__OF_EVICTING)))
+		return;
+	n = read_runs(e, o, NULL, NULL, &bytes);
+	if (!n)
+		return;
+	j = tier__job_new(e, TIER__J_FILL, img, o);
+	if (!j)
+		goto nomem;
+	j->snap = calloc(3 * e->nwords, 8);   /* extents read, to write, new valid */
+	j->ops = calloc(n, sizeof(*j->ops));
+	if (!j->snap || !j->ops || tier__job_obuf(j) < 0)
+		goto nomem;
+	for (uint64_t i = 0; i < e->nbits && i * e->p.extent_size < o->len; i++)
+		if (!tier__bit(o->bits, i))
+			tier__bit_set(j->snap, i);
+	j->nops = read_runs(e, o, j->snap, j->ops, &bytes);
+	/* the bytes it adds are admitted, not yet cached: they count as full */
+	j->len = o->len - tier__obj_cached_bytes(e, o);
+	e->promoting_bytes += j->len;
+	o->flags |= TIER__OF_FILLING;
+	j->fnext = e->fills;
+	e->fills = j;
+	j->step = FILL_BARRIER;
+	fill_read(j);
+	return;
+nomem:
+	tier__job_free(j);
+	e->st.fill_failed++;
+}
