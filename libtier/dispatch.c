@@ -11,7 +11,9 @@
  * target, extent mode, a write touching only extents the cache lacks goes to
  * base; admitted bytes not yet in the cache are reserved against the target
  * until they land.  A cache write on an object being flushed tells the flush
- * which extents it dirties again.  It must never acknowledge a write before
+ * which extents it dirties again.  A read that needed base for part of a
+ * cached copy may queue a fill behind it (fill.c), as a proxied miss queues
+ * a promotion.  It must never acknowledge a write before
  * the store acknowledged it, and never let a cache copy diverge from base
  * while it is marked CLEAN.
  */
