@@ -27,6 +27,7 @@
 	X(read_hits) X(read_misses) X(write_hits) X(write_misses)          \
 	X(proxy_reads) X(proxy_writes) X(proxy_write_bytes)                \
 	X(promotions) X(promote_bytes) X(promote_throttled)                \
+	X(fills) X(fill_bytes)                                             \
 	X(flushes) X(flush_bytes) X(evictions) X(evict_bytes)              \
 	X(cached_bytes) X(dirty_bytes)
 
