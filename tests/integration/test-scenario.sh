@@ -121,7 +121,7 @@ python3 - "$asok" <<'PY' &
 import json, os, socket, sys
 names = ("read_ops write_ops read_bytes write_bytes errors read_hits read_misses write_hits "
          "write_misses proxy_reads proxy_writes proxy_write_bytes promotions promote_bytes "
-         "promote_throttled flushes flush_bytes evictions evict_bytes").split()
+         "promote_throttled fills fill_bytes flushes flush_bytes evictions evict_bytes").split()
 ans = json.dumps({"counters": {n: 0 for n in names},
                   "gauges": {"cached_bytes": 0, "dirty_bytes": 0}}) + "\n"
 parent = os.getppid()
