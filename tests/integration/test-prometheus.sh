@@ -20,9 +20,11 @@ sys.stdout.write(r.read().decode())
 PY
 }
 metric() { awk -v m="$1" '$1 == m { print $2 }'; }
+# grep -q reads from a here-string, not a pipe: it stops at the first match,
+# and with pipefail an echo still writing into the pipe would fail the check
 
 before=$(scrape)
-echo "$before" | grep -q '^# TYPE tierd_write_ops_total counter$' || fail "no write_ops counter type line"
+grep -q '^# TYPE tierd_write_ops_total counter$' <<<"$before" || fail "no write_ops counter type line"
 w0=$(echo "$before" | metric tierd_write_ops_total)
 [ -n "$w0" ] || fail "tierd_write_ops_total missing"
 
@@ -33,9 +35,9 @@ w1=$(echo "$after" | metric tierd_write_ops_total)
 b1=$(echo "$after" | metric tierd_write_bytes_total)
 [ "$w1" -ge $((w0 + 2)) ] || fail "write_ops_total did not move: $w0 -> $w1"
 [ "$b1" -ge 69632 ] || fail "write_bytes_total $b1 < 69632"
-echo "$after" | grep -q '^tierd_latency_seconds{op="write",quantile="0.99"} ' ||
+grep -q '^tierd_latency_seconds{op="write",quantile="0.99"} ' <<<"$after" ||
 	fail "no write latency quantile"
-echo "$after" | grep -q '^tierd_cached_bytes ' || fail "no cached_bytes gauge"
+grep -q '^tierd_cached_bytes ' <<<"$after" || fail "no cached_bytes gauge"
 
 # garbage and a client that sends nothing: the daemon is unaffected
 /usr/bin/python3 - "$PORT" <<'PY'
