@@ -61,6 +61,8 @@ enum ktype {
 	T_ADDR_OPT,  /* host:port, off/none/empty = NULL */
 	T_CLIENT,    /* ceph entity name, "client." added when missing */
 	T_U32, T_U64, T_BYTES, T_MS, T_BOOL,
+	T_TLS,       /* off | on | require */
+	T_MODE,      /* octal file mode */
 };
 
 enum kbase { B_CFG, B_BASE_OVR, B_CACHE_OVR, B_IMG };
@@ -87,6 +89,19 @@ static const struct kdesc global_keys[] = {
 	CFG("max_requests_per_conn", T_U32, max_requests_per_conn, 1, 4096),
 	CFG("max_bytes_per_conn", T_BYTES, max_bytes_per_conn, 1ull << 20, 4ull << 30),
 	CFG("handshake_timeout", T_MS, handshake_timeout_ms, 1000, 3600000),
+	CFG("tls", T_TLS, tls, 0, 0),
+	CFG("tls_certificates", T_STR_OPT, tls_certificates, 0, 0),
+	CFG("tls_psk_file", T_STR_OPT, tls_psk_file, 0, 0),
+	CFG("tls_priority", T_STR_OPT, tls_priority, 0, 0),
+	CFG("tls_verify_peer", T_BOOL, tls_verify_peer, 0, 0),
+	CFG("allow_plaintext", T_BOOL, allow_plaintext, 0, 0),
+	CFG("socket_mode", T_MODE, socket_mode, 0, 0777),
+	CFG("socket_group", T_STR_OPT, socket_group, 0, 0),
+	CFG("max_connections", T_U32, max_connections, 0, 1000000),
+	CFG("max_bytes_in_flight", T_BYTES, max_bytes_in_flight, 1ull << 20, 1ull << 40),
+	CFG("transmission_timeout", T_MS, transmission_timeout_ms, 100, 3600000),
+	CFG("shutdown_timeout", T_MS, shutdown_timeout_ms, 1000, 3600000),
+	CFG("client_timeout", T_MS, client_timeout_ms, 100, 3600000),
 	{NULL, 0, 0, 0, 0, 0},
 };
 
@@ -129,6 +144,7 @@ static const struct kdesc image_keys[] = {
 
 static const char *const backend_names[] = {"local", "rados", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+static const char *const tls_names[] = {"off", "on", "require", NULL};
 
 /* ---- small helpers ---- */
 
@@ -372,6 +388,21 @@ static int apply(struct tierd_config *c, const struct kdesc *d, void *base, cons
 		return set_enum(backend_names, (int *)f, v, msg, len);
 	case T_LOGLEVEL:
 		return set_enum(level_names, (int *)f, v, msg, len);
+	case T_TLS:
+		return set_enum(tls_names, (int *)f, v, msg, len);
+	case T_MODE: {
+		char *end;
+		unsigned long m;
+
+		errno = 0;
+		m = strtoul(v, &end, 8);
+		if (errno || end == v || *end || m > d->hi) {
+			snprintf(msg, len, "bad mode '%s' (allowed: octal 0..0777, e.g. 0660)", v);
+			return -EINVAL;
+		}
+		*(uint32_t *)f = (uint32_t)m;
+		return 0;
+	}
 	case T_PROFILE:
 		r = set_enum(profiles, &i, v, msg, len);
 		return r < 0 ? r : replace_str((char **)f, profiles[i]);
@@ -724,6 +755,58 @@ static void apply_preset(struct parse_ctx *x)
 	x->c->tier = t;
 }
 
+bool tierd_addr_is_loopback(const char *addr)
+{
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	size_t n;
+
+	if (!colon || !strncmp(addr, "unix:", 5))
+		return false;
+	n = (size_t)(colon - addr);
+	if (addr[0] == '[' && n >= 2) {
+		addr++;
+		n -= 2;
+	}
+	if (n == 0 || n >= sizeof(host))
+		return false;
+	memcpy(host, addr, n);
+	host[n] = '\0';
+	if (!strcmp(host, "::1") || !strcmp(host, "0:0:0:0:0:0:0:1"))
+		return true;
+	return !strncmp(host, "127.", 4) && strspn(host, "0123456789.") == n;
+}
+
+/*
+ * A listener anybody on the network can reach serves plaintext only when the
+ * operator says so: with tls off or on, nothing stops a client that skips
+ * STARTTLS.
+ */
+static void security_check(struct parse_ctx *x)
+{
+	struct tierd_config *c = x->c;
+
+	for (size_t i = 0; i < c->n_listen; i++) {
+		const char *a = c->listen[i];
+
+		if (!strncmp(a, "unix:", 5) || tierd_addr_is_loopback(a) ||
+		    c->tls == 2 || c->allow_plaintext)
+			continue;
+		fail(x, 0, "global", "listen", -EPERM,
+		     "'%s' is reachable from the network but tls is %s: set tls = require "
+		     "(with tls_certificates or tls_psk_file), or allow_plaintext = true to "
+		     "serve unencrypted, unauthenticated NBD on it", a, tls_names[c->tls]);
+		return;
+	}
+	if (c->tls && !c->tls_certificates && !c->tls_psk_file)
+		fail(x, 0, "global", "tls", -EINVAL,
+		     "tls = %s needs tls_certificates = DIR or tls_psk_file = FILE",
+		     tls_names[c->tls]);
+	if (c->tls_verify_peer && !c->tls_certificates)
+		fail(x, 0, "global", "tls_verify_peer", -EINVAL,
+		     "needs tls_certificates (its ca-cert.pem signs the client certificates)");
+}
+
 static void cross_check(struct parse_ctx *x)
 {
 	struct tierd_config *c = x->c;
@@ -738,6 +821,7 @@ static void cross_check(struct parse_ctx *x)
 		fail(x, x->tier_line, "tier", NULL, r, "%s", msg);
 	if (c->n_listen == 0)
 		fail(x, 0, "global", "listen", -EINVAL, "at least one address is required");
+	security_check(x);
 	for (size_t i = 0; i < c->n_images; i++) {
 		struct tierd_image_cfg *img = &c->images[i];
 		int line = x->image_line[i];
@@ -768,13 +852,20 @@ void tierd_config_defaults(struct tierd_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->backend = TIERD_BACKEND_LOCAL;
-	c->listen[0] = xstrdup("127.0.0.1:10809");
+	c->listen[0] = xstrdup(TIERD_DEFAULT_LISTEN);
 	c->n_listen = c->listen[0] ? 1 : 0;
 	c->admin_socket = xstrdup("/run/tierd/tierd.asok");
 	c->log_level = TIER_LOG_INFO;
 	c->max_requests_per_conn = 64;
 	c->max_bytes_per_conn = 64ull << 20;
 	c->handshake_timeout_ms = 30000;
+	c->tls = 0;
+	c->socket_mode = 0660;
+	c->max_connections = 0;
+	c->max_bytes_in_flight = 1ull << 30;
+	c->transmission_timeout_ms = 30000;
+	c->shutdown_timeout_ms = 30000;
+	c->client_timeout_ms = 10000;
 	c->data_dir = xstrdup("/var/lib/tierd");
 	tier_devmodel_profile("hdd", &c->base_model);
 	tier_devmodel_profile("ssd", &c->cache_model);
@@ -796,6 +887,10 @@ void tierd_config_free(struct tierd_config *c)
 		free(c->listen[i]);
 	free(c->admin_socket);
 	free(c->prometheus);
+	free(c->tls_certificates);
+	free(c->tls_psk_file);
+	free(c->tls_priority);
+	free(c->socket_group);
 	free(c->data_dir);
 	free(c->rados_conf);
 	free(c->rados_client_name);

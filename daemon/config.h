@@ -16,6 +16,7 @@
 #include "tier/store.h"
 
 #define TIERD_MAX_LISTEN 8
+#define TIERD_DEFAULT_LISTEN "unix:/run/tierd/nbd.sock"
 #define TIERD_MAX_IMAGES 64
 
 enum tierd_backend { TIERD_BACKEND_LOCAL = 0, TIERD_BACKEND_RADOS };
@@ -39,6 +40,20 @@ struct tierd_config {
 	uint32_t max_requests_per_conn;   /* backpressure caps */
 	uint64_t max_bytes_per_conn;
 	uint64_t handshake_timeout_ms;    /* NBD option haggling deadline */
+	/* security (docs/SECURITY.md) */
+	int tls;                          /* enum nbd_tls_mode: off, on, require */
+	char *tls_certificates;           /* dir: ca-cert.pem server-cert.pem server-key.pem */
+	char *tls_psk_file;               /* psktool format */
+	char *tls_priority;               /* GnuTLS priority string, NULL = built-in */
+	bool tls_verify_peer;             /* require a client certificate */
+	bool allow_plaintext;             /* non-loopback TCP without tls = require */
+	uint32_t socket_mode;             /* unix listeners' mode (octal), default 0660 */
+	char *socket_group;               /* their group, NULL = the daemon's */
+	uint32_t max_connections;         /* 0 = from RLIMIT_NOFILE */
+	uint64_t max_bytes_in_flight;     /* request bytes across all connections */
+	uint64_t transmission_timeout_ms; /* a WRITE payload that stalls this long */
+	uint64_t shutdown_timeout_ms;     /* SIGTERM drain deadline */
+	uint64_t client_timeout_ms;       /* admin and prometheus clients */
 	/* [local] */
 	char *data_dir;
 	struct tier_devmodel_params base_model, cache_model;
@@ -66,5 +81,7 @@ int tierd_config_load(const char *path, struct tierd_config **out,
 void tierd_config_free(struct tierd_config *c);   /* NULL ok */
 /* Defaults used when a key is absent (exposed for tests and `config show`). */
 void tierd_config_defaults(struct tierd_config *c);
+/* "HOST:PORT" whose host is an IPv4 or IPv6 loopback address (127/8, ::1). */
+bool tierd_addr_is_loopback(const char *addr);
 
 #endif

@@ -12,6 +12,7 @@
 #include <config.h>   /* generated: HAVE_RADOS, HAVE_SYSTEMD, TIER_VERSION */
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -40,7 +41,6 @@
 #endif
 
 #define TIERD_DRAIN_TIMEOUT_MS 30000
-#define TIERD_DEFAULT_LISTEN   "127.0.0.1:10809"
 
 struct tierd {
 	uv_loop_t loop;
@@ -605,16 +605,41 @@ static void on_nbd_drained(void *arg)
 	schedule_tick(d);
 }
 
+static uint64_t shutdown_ms(const struct tierd *d)
+{
+	return d->cfg && d->cfg->shutdown_timeout_ms ? d->cfg->shutdown_timeout_ms :
+	       TIERD_DRAIN_TIMEOUT_MS;
+}
+
 static void on_drain_timeout(uv_timer_t *t)
 {
 	struct tierd *d = t->data;
 
 	tlog(d, TIER_LOG_ERROR, "shutdown: still %zu NBD request(s) in flight and engine %s "
-	     "after %d s; exiting without a clean shutdown",
+	     "after %llu ms (shutdown_timeout); exiting without a clean shutdown",
 	     d->nbd ? nbd_server_in_flight(d->nbd) : 0,
 	     !d->engine || tier_engine_idle(d->engine) ? "idle" : "busy",
-	     TIERD_DRAIN_TIMEOUT_MS / 1000);
+	     (unsigned long long)shutdown_ms(d));
 	exit(1);
+}
+
+/*
+ * Half the shutdown deadline gone and connections still open: their clients
+ * stopped reading replies.  Cut them; what the engine still holds finishes
+ * (and is as safe as any acknowledged write), then the exit is clean.
+ */
+static void on_drain_cut(uv_timer_t *t)
+{
+	struct tierd *d = t->data;
+	uint64_t ms = shutdown_ms(d);
+
+	if (d->nbd && !d->nbd_drained) {
+		tlog(d, TIER_LOG_WARN, "shutdown: %zu connection(s) still open after %llu ms: "
+		     "closing them", nbd_server_connections(d->nbd),
+		     (unsigned long long)(ms / 2));
+		nbd_server_cut(d->nbd);
+	}
+	uv_timer_start(&d->drain_timer, on_drain_timeout, ms - ms / 2, 0);
 }
 
 static void begin_shutdown(struct tierd *d, const char *why)
@@ -627,7 +652,7 @@ static void begin_shutdown(struct tierd *d, const char *why)
 	tlog(d, TIER_LOG_INFO, "%s: draining %zu request(s) on %zu connection(s)", why,
 	     nbd_server_in_flight(d->nbd), nbd_server_connections(d->nbd));
 	notify("STOPPING=1\nSTATUS=draining %zu request(s)", nbd_server_in_flight(d->nbd));
-	uv_timer_start(&d->drain_timer, on_drain_timeout, TIERD_DRAIN_TIMEOUT_MS, 0);
+	uv_timer_start(&d->drain_timer, on_drain_cut, shutdown_ms(d) / 2, 0);
 	nbd_server_shutdown(d->nbd, on_nbd_drained, d);
 }
 
@@ -789,6 +814,8 @@ static int do_reload(struct tierd *d, char *err, size_t errlen, char *pend, size
 	tier_engine_set_debug(d->engine, d->log_level >= TIER_LOG_DEBUG);
 	nbd_server_set_limits(d->nbd, nc->max_requests_per_conn, nc->max_bytes_per_conn);
 	nbd_server_set_handshake_timeout(d->nbd, nc->handshake_timeout_ms);
+	if (nc->tls != d->cfg->tls || nc->max_connections != d->cfg->max_connections)
+		tlog(d, TIER_LOG_WARN, "reload: tls and max_connections change at the next restart");
 	{
 		struct tierd_config *old = d->cfg;
 
@@ -913,15 +940,62 @@ static void start_handles(struct tierd *d)
 #endif
 }
 
+/* socket_group = NAME or GID: the group that may connect to unix listeners. */
+static int socket_group(struct tierd *d, struct nbd_server_opts *no)
+{
+	const char *g = d->cfg->socket_group;
+	struct group *gr;
+	uint64_t id;
+
+	if (!g || !g[0])
+		return 0;
+	gr = getgrnam(g);
+	if (gr) {
+		id = gr->gr_gid;
+	} else if (tier_parse_u64(g, &id) < 0 || id >= (uint64_t)(gid_t)-1) {
+		tlog(d, TIER_LOG_ERROR, "socket_group '%s': no such group", g);
+		return -ENOENT;
+	}
+	no->socket_gid_set = true;
+	no->socket_gid = (gid_t)id;
+	return 0;
+}
+
+/* allow_plaintext is a choice to say out loud, at every start. */
+static void warn_plaintext(struct tierd *d)
+{
+	const struct tierd_config *c = d->cfg;
+
+	if (c->tls == NBD_TLS_REQUIRE)
+		return;
+	for (size_t i = 0; i < c->n_listen; i++)
+		if (strncmp(c->listen[i], "unix:", 5) && !tierd_addr_is_loopback(c->listen[i]))
+			tlog(d, TIER_LOG_WARN, "nbd: %s serves plaintext NBD without "
+			     "authentication to the network (allow_plaintext = true): anyone "
+			     "who reaches it can read and write every image", c->listen[i]);
+}
+
 static int start(struct tierd *d)
 {
+	char nbd_err[512] = "";
 	struct nbd_server_opts no = {
 		.loop = &d->loop,
 		.max_requests_per_conn = d->cfg->max_requests_per_conn,
 		.max_bytes_per_conn = d->cfg->max_bytes_per_conn,
 		.handshake_timeout_ms = d->cfg->handshake_timeout_ms,
+		.max_connections = d->cfg->max_connections,
+		.max_bytes_in_flight = d->cfg->max_bytes_in_flight,
+		.transmission_timeout_ms = d->cfg->transmission_timeout_ms,
+		.socket_mode = d->cfg->socket_mode,
 		.log = tierd_log_cb,
 		.log_arg = d,
+		.tls = (enum nbd_tls_mode)d->cfg->tls,
+		.tls_certificates = d->cfg->tls_certificates,
+		.tls_psk_file = d->cfg->tls_psk_file,
+		.tls_priority = d->cfg->tls_priority,
+		.tls_verify_peer = d->cfg->tls_verify_peer,
+		.err = nbd_err,
+		.errlen = sizeof(nbd_err),
 	};
 	struct tier_engine_opts eo = { .log = tierd_log_cb, .log_arg = d };
 	struct tierd_admin_hooks hooks = {
@@ -954,13 +1028,19 @@ static int start(struct tierd *d)
 		return rc;
 	}
 	tier_engine_set_debug(d->engine, d->log_level >= TIER_LOG_DEBUG);
-	if ((rc = nbd_server_create(&no, &d->nbd)) < 0)
+	if ((rc = socket_group(d, &no)) < 0)
 		return rc;
+	warn_plaintext(d);
+	if ((rc = nbd_server_create(&no, &d->nbd)) < 0) {
+		tlog(d, TIER_LOG_ERROR, "nbd: %s", nbd_err[0] ? nbd_err : strerror(-rc));
+		return rc;
+	}
+	tlog(d, TIER_LOG_INFO, "nbd: at most %zu connections, tls %s",
+	     nbd_server_max_connections(d->nbd),
+	     c->tls == NBD_TLS_REQUIRE ? "required" : c->tls == NBD_TLS_ON ? "offered" : "off");
 	for (i = 0; i < rv.n; i++)
 		if ((rc = serve_image(d, &c->images[i], rv.prefix[i], rv.size[i])) < 0)
 			return rc;
-	if (c->n_listen == 0)
-		rc = nbd_server_listen(d->nbd, TIERD_DEFAULT_LISTEN);
 	for (i = 0; rc == 0 && i < c->n_listen; i++)
 		rc = nbd_server_listen(d->nbd, c->listen[i]);
 	if (rc < 0)
@@ -1181,7 +1261,7 @@ int main(int argc, char **argv)
 		if (!d.engine || tier_engine_idle(d.engine))
 			finish(&d);
 		else
-			uv_timer_start(&d.drain_timer, on_drain_timeout, TIERD_DRAIN_TIMEOUT_MS, 0);
+			uv_timer_start(&d.drain_timer, on_drain_timeout, shutdown_ms(&d), 0);
 	}
 	uv_run(&d.loop, UV_RUN_DEFAULT);
 	nbd_server_destroy(d.nbd);

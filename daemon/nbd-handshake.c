@@ -2,8 +2,9 @@
 /*
  * daemon/nbd-handshake.c - NBD listeners and the fixed newstyle handshake.
  * Decides which options a client may negotiate (EXPORT_NAME, ABORT, LIST,
- * INFO, GO, STRUCTURED_REPLY; everything else NBD_REP_ERR_UNSUP) and what it
- * learns about each export.  Input that breaks the handshake framing (bad
+ * INFO, GO, STRUCTURED_REPLY, STARTTLS; everything else NBD_REP_ERR_UNSUP),
+ * whether it must upgrade to TLS first (tls = require: NBD_REP_ERR_TLS_REQD)
+ * and what it learns about each export.  Input that breaks the handshake framing (bad
  * magic, unknown client flags, absurd option lengths) closes that connection
  * and nothing else; it must never trust a length before checking it against
  * what is buffered.  A client must reach transmission within the handshake
@@ -15,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "daemon/nbd-internal.h"
@@ -95,7 +99,7 @@ static int conn_send2(struct nbd_conn *c, const void *a, size_t alen,
 		memcpy(w->data + alen, b, blen);
 	w->wr.data = w;
 	buf = uv_buf_init((char *)w->data, (unsigned)w->len);
-	rc = uv_write(&w->wr, &c->h.stream, &buf, 1, wblock_cb);
+	rc = nbd__conn_write(c, &w->wr, &buf, 1, wblock_cb);
 	if (rc < 0) {
 		free(w);
 		nbd__conn_close(c, uv_strerror(rc));
@@ -275,9 +279,55 @@ invalid:
 	return opt_error(c, opt, NBD_REP_ERR_INVALID, "malformed INFO/GO request") < 0 ? -1 : 1;
 }
 
+/*
+ * NBD_OPT_STARTTLS: ACK in plaintext, then everything is TLS (proto.md
+ * "FORCEDTLS" for require, "SELECTIVETLS" with no TLS-only export for on).
+ * What was negotiated before it is forgotten.
+ */
+static int opt_starttls(struct nbd_conn *c, uint32_t len)
+{
+	int rc;
+
+	if (nbd__tls_mode(c->s) == NBD_TLS_OFF)
+		return opt_error(c, NBD_OPT_STARTTLS, NBD_REP_ERR_POLICY,
+				 "TLS is not enabled on this server") < 0 ? -1 : 1;
+	if (nbd__tls_active(c))
+		return opt_error(c, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID,
+				 "TLS already negotiated") < 0 ? -1 : 1;
+	if (len)
+		return opt_error(c, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID,
+				 "STARTTLS takes no data") < 0 ? -1 : 1;
+	if (opt_reply(c, NBD_OPT_STARTTLS, NBD_REP_ACK, NULL, 0) < 0)
+		return -1;
+	c->structured = false;
+	rc = nbd__tls_start(c);
+	if (rc < 0) {
+		nbd__conn_close(c, "cannot start TLS");
+		return -1;
+	}
+	return 0;    /* input is ciphertext now: the transport hands it back */
+}
+
+/* Under tls = require nothing but STARTTLS and ABORT before TLS. */
+static bool tls_missing(const struct nbd_conn *c, uint32_t opt)
+{
+	return nbd__tls_mode(c->s) == NBD_TLS_REQUIRE && !nbd__tls_active(c) &&
+	       opt != NBD_OPT_STARTTLS && opt != NBD_OPT_ABORT;
+}
+
 static int opt_handle(struct nbd_conn *c, uint32_t opt, const uint8_t *data, uint32_t len)
 {
+	if (tls_missing(c, opt)) {
+		if (opt == NBD_OPT_EXPORT_NAME) {    /* cannot be refused: close */
+			nbd__conn_close(c, "EXPORT_NAME without TLS (tls = require)");
+			return -1;
+		}
+		return opt_error(c, opt, NBD_REP_ERR_TLS_REQD,
+				 "TLS required: send NBD_OPT_STARTTLS first") < 0 ? -1 : 1;
+	}
 	switch (opt) {
+	case NBD_OPT_STARTTLS:
+		return opt_starttls(c, len);
 	case NBD_OPT_EXPORT_NAME:
 		return opt_export_name(c, data, len);
 	case NBD_OPT_ABORT:
@@ -362,7 +412,136 @@ int nbd__handshake_step(struct nbd_conn *c)
 	}
 }
 
+/* ---- limits across connections ---- */
+
+void nbd__server_limits_init(struct nbd_server *s, const struct nbd_server_opts *o)
+{
+	struct rlimit rl;
+
+	s->max_total_bytes = o->max_bytes_in_flight ? o->max_bytes_in_flight :
+			     NBD_DEFAULT_TOTAL_BYTES;
+	s->tx_timeout_ms = o->transmission_timeout_ms ? o->transmission_timeout_ms :
+			   NBD_DEFAULT_TX_TIMEOUT_MS;
+	s->sock_mode = o->socket_mode ? o->socket_mode : 0660;
+	s->sock_gid = o->socket_gid_set ? o->socket_gid : (gid_t)-1;
+	if (o->max_connections) {
+		s->max_conns = o->max_connections;
+		return;
+	}
+	/* each connection costs one descriptor; keep a quarter for the rest */
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > (1u << 20))
+		rl.rlim_cur = 1u << 20;
+	{
+		rlim_t reserve = rl.rlim_cur / 4 > NBD_FD_RESERVE_MIN ? rl.rlim_cur / 4 :
+				 NBD_FD_RESERVE_MIN;
+
+		s->max_conns = rl.rlim_cur > reserve + 1 ? (size_t)(rl.rlim_cur - reserve) : 1;
+	}
+}
+
+bool nbd__global_over(const struct nbd_server *s)
+{
+	/* a request is read only if the largest one still fits; one at a time
+	 * always (a budget below NBD_MAX_BLOCK_SIZE must not deadlock) */
+	return s->bytes_in_flight &&
+	       s->bytes_in_flight + NBD_MAX_BLOCK_SIZE > s->max_total_bytes;
+}
+
+void nbd__bytes_release(struct nbd_server *s, uint64_t n)
+{
+	bool was_over = nbd__global_over(s);
+	struct nbd_conn *c;
+
+	s->bytes_in_flight -= n;
+	if (!was_over || nbd__global_over(s))
+		return;
+	for (c = s->conns; c && !nbd__global_over(s); c = c->next)
+		if (c->paused && c->exp && !c->closing && !c->draining)
+			nbd__conn_resume(c);
+}
+
+static void payload_timeout_cb(uv_timer_t *t)
+{
+	struct nbd_conn *c = t->data;
+	char why[96];
+
+	if (c->closing || !c->cur)
+		return;
+	snprintf(why, sizeof(why), "WRITE payload not received within %llu ms",
+		 (unsigned long long)c->s->tx_timeout_ms);
+	nbd__conn_close(c, why);
+}
+
+void nbd__payload_deadline(struct nbd_conn *c, bool on)
+{
+	if (!c->hs_timer_inited || c->handle_closing)
+		return;
+	if (on)
+		uv_timer_start(&c->hs_timer, payload_timeout_cb, c->s->tx_timeout_ms, 0);
+	else
+		uv_timer_stop(&c->hs_timer);
+}
+
+size_t nbd_server_max_connections(const struct nbd_server *s)
+{
+	return s->max_conns;
+}
+
+uint64_t nbd_server_refused(const struct nbd_server *s)
+{
+	return s->refused_conns;
+}
+
 /* ---- listeners ---- */
+
+struct refused {
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} h;
+};
+
+static void refused_close_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+/* Over max_connections: take it off the backlog and close it, nothing said. */
+static void refuse_connection(struct nbd_listener *l, uv_stream_t *st)
+{
+	struct nbd_server *s = l->s;
+	struct refused *r = calloc(1, sizeof(*r));
+	uint64_t now = uv_now(s->loop);
+
+	s->refused_conns++;
+	if (now - s->last_refusal_log_ms >= 1000 || !s->last_refusal_log_ms) {
+		s->last_refusal_log_ms = now ? now : 1;
+		nbd__log(s, TIER_LOG_WARN, "nbd: %zu connections open (max_connections): "
+			 "refusing new ones (%llu so far)", s->n_conns,
+			 (unsigned long long)s->refused_conns);
+	}
+	if (!r)
+		return;
+	if ((l->is_tcp ? uv_tcp_init(s->loop, &r->h.tcp) : uv_pipe_init(s->loop, &r->h.pipe, 0)) < 0) {
+		free(r);
+		return;
+	}
+	r->h.handle.data = r;
+	(void)uv_accept(st, &r->h.stream);
+	uv_close(&r->h.handle, refused_close_cb);
+}
+
+/* Unlink only our own socket file, not a successor's. */
+static void unlink_own(const struct nbd_listener *l)
+{
+	struct stat st;
+
+	if (stat(l->path, &st) == 0 && st.st_ino == l->ino)
+		unlink(l->path);
+}
 
 static void listener_close_cb(uv_handle_t *h)
 {
@@ -378,6 +557,10 @@ static void on_connection(uv_stream_t *st, int status)
 
 	if (status < 0) {
 		nbd__log(l->s, TIER_LOG_WARN, "nbd: listen %s: %s", l->addr, uv_strerror(status));
+		return;
+	}
+	if (l->s->n_conns >= l->s->max_conns) {
+		refuse_connection(l, st);
 		return;
 	}
 	nbd__conn_accept(l->s, st, l->is_tcp);
@@ -423,23 +606,87 @@ static int listen_tcp(struct nbd_listener *l, const char *addr)
 	return uv_tcp_bind(&l->h.tcp, (const struct sockaddr *)&ss, 0);
 }
 
-static int listen_unix(struct nbd_listener *l, const char *path)
+/* A socket file nobody answers on is stale; a live one is another daemon's. */
+static int unix_check_existing(const char *path, const struct sockaddr_un *sa)
 {
 	struct stat st;
-	int rc;
+	int fd, r = 0;
 
-	if (!path[0])
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		r = -EADDRINUSE;
+	close(fd);
+	return r;
+}
+
+/*
+ * Bind under a temporary name, give it its mode and group, then rename it
+ * over path: the socket never exists under path with the umask's mode, and
+ * a live socket of another daemon is never replaced.
+ */
+static int listen_unix(struct nbd_listener *l, const char *path)
+{
+	struct nbd_server *s = l->s;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char tmp[sizeof(sa.sun_path) + 32];
+	struct stat st;
+	int fd = -1, rc;
+
+	if (!path[0] || strlen(path) >= sizeof(sa.sun_path))
 		return -EINVAL;
+	strcpy(sa.sun_path, path);
 	if (!(l->path = strdup(path)))
 		return -ENOMEM;
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(path);    /* stale socket of an earlier run */
-	rc = uv_pipe_init(l->s->loop, &l->h.pipe, 0);
+	rc = unix_check_existing(path, &sa);
+	if (rc < 0) {
+		if (rc == -EADDRINUSE)
+			nbd__log(s, TIER_LOG_ERROR, "nbd: %s is served by a running process "
+				 "(another tierd?): refusing to take it over", path);
+		goto fail;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	if (strlen(tmp) >= sizeof(sa.sun_path)) {
+		rc = -ENAMETOOLONG;
+		goto fail;
+	}
+	strcpy(sa.sun_path, tmp);
+	unlink(tmp);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (chmod(tmp, s->sock_mode) < 0 ||
+	    (s->sock_gid != (gid_t)-1 && chown(tmp, (uid_t)-1, s->sock_gid) < 0) ||
+	    rename(tmp, path) < 0 || stat(path, &st) < 0) {
+		rc = -errno;
+		unlink(tmp);
+		goto fail;
+	}
+	l->ino = st.st_ino;
+	rc = uv_pipe_init(s->loop, &l->h.pipe, 0);
 	if (rc < 0)
-		return rc;
-	l->s->n_listeners_open++;
+		goto fail_bound;
+	s->n_listeners_open++;
 	l->inited = true;
-	return uv_pipe_bind(&l->h.pipe, path);
+	rc = uv_pipe_open(&l->h.pipe, fd);
+	if (rc < 0)
+		goto fail_bound;
+	return 0;
+fail_bound:
+	unlink(path);
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(l->path);     /* never unlink a socket we did not bind */
+	l->path = NULL;
+	return rc;
 }
 
 int nbd_server_listen(struct nbd_server *s, const char *addr)
@@ -462,6 +709,8 @@ int nbd_server_listen(struct nbd_server *s, const char *addr)
 	if (rc == 0)
 		rc = uv_listen(&l->h.stream, 128, on_connection);
 	if (rc < 0) {
+		if (l->path && l->ino)
+			unlink_own(l);
 		free(l->path);     /* do not unlink a socket we never bound */
 		l->path = NULL;
 		l->closed = true;
@@ -483,8 +732,18 @@ void nbd__listeners_close(struct nbd_server *s)
 			continue;
 		l->closed = true;
 		if (l->path)
-			unlink(l->path);
+			unlink_own(l);
 		uv_close(&l->h.handle, listener_close_cb);
+	}
+}
+
+void nbd_server_cut(struct nbd_server *s)
+{
+	struct nbd_conn *c, *next;
+
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		nbd__conn_close(c, "shutdown: replies not read in time");
 	}
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "daemon/nbd.h"
@@ -26,6 +27,9 @@
 #define NBD_DEFAULT_HS_TIMEOUT_MS 30000u
 #define NBD_HS_MAX_WRITES         64u      /* option replies queued: stop reading */
 #define NBD_GATHER_MAX            32u      /* replies gathered into one write */
+#define NBD_DEFAULT_TOTAL_BYTES   (1ull << 30)
+#define NBD_DEFAULT_TX_TIMEOUT_MS 30000u
+#define NBD_FD_RESERVE_MIN        64u      /* descriptors kept for stores, logs, admin */
 
 _Static_assert((NBD_BUF_MIN << (NBD_BUF_CLASSES - 1)) == NBD_MAX_BLOCK_SIZE,
 	       "buffer classes must reach the largest payload");
@@ -117,6 +121,7 @@ struct nbd_conn {
 	struct nbd_req *out_head, *out_tail;
 	struct nbd_conn *out_next;
 	bool out_listed;
+	struct nbd_tls_conn *tls;    /* after STARTTLS (nbd-tls.c), else NULL */
 };
 
 struct nbd_listener {
@@ -130,16 +135,29 @@ struct nbd_listener {
 	struct nbd_listener *next;
 	bool is_tcp, inited, closed;
 	char *path;                  /* unix socket path to unlink */
+	ino_t ino;                   /* ... if it is still ours */
 	char *addr;
 };
 
+struct nbd_tls;
+
 struct nbd_server {
 	uv_loop_t *loop;
+	struct nbd_tls *tls;         /* credentials; NULL = tls off */
 	tier_log_fn log;
 	void *log_arg;
 	uint32_t max_requests;
 	uint64_t max_bytes;
 	uint64_t hs_timeout_ms;
+	/* limits across connections (nbd-handshake.c) */
+	size_t max_conns;            /* beyond: refused before the handshake */
+	uint64_t max_total_bytes;    /* request bytes in flight, all connections */
+	uint64_t bytes_in_flight;
+	uint64_t tx_timeout_ms;      /* a WRITE payload must arrive within this */
+	uint64_t refused_conns;
+	uint64_t last_refusal_log_ms;
+	unsigned sock_mode;          /* unix listeners */
+	gid_t sock_gid;              /* (gid_t)-1 = keep */
 	struct nbd_export *exports;
 	struct nbd_listener *listeners;
 	size_t n_listeners_open;
@@ -182,5 +200,33 @@ void nbd__handshake_finish(struct nbd_conn *c, struct nbd_export *x);
 int nbd__handshake_step(struct nbd_conn *c);
 void nbd__listeners_close(struct nbd_server *s);
 void nbd__listeners_free(struct nbd_server *s);
+/* Limits across connections: set from the options (0 = defaults). */
+void nbd__server_limits_init(struct nbd_server *s, const struct nbd_server_opts *o);
+/* Is the global request-byte budget too low for one more request? */
+bool nbd__global_over(const struct nbd_server *s);
+/* Request bytes given back: resume connections paused on the budget. */
+void nbd__bytes_release(struct nbd_server *s, uint64_t n);
+/* A WRITE payload started (on) or ended (off): its transmission deadline. */
+void nbd__payload_deadline(struct nbd_conn *c, bool on);
+
+/* nbd-tls.c: the transport.  Without STARTTLS these are the plain stream. */
+/* Load the credentials o names (tls != off); err says why it failed. */
+int nbd__tls_create(struct nbd_server *s, const struct nbd_server_opts *o,
+		    char *err, size_t errlen);
+void nbd__tls_destroy(struct nbd_server *s);
+enum nbd_tls_mode nbd__tls_mode(const struct nbd_server *s);
+/* uv_write of plaintext; cb(wr, status) once it is on the wire. */
+int nbd__conn_write(struct nbd_conn *c, uv_write_t *wr, const uv_buf_t *bufs,
+		    unsigned n, uv_write_cb cb);
+/* (Re)start delivering input to nbd__read_cb (plaintext). */
+void nbd__conn_read_start(struct nbd_conn *c);
+/* STARTTLS was acknowledged: the rest of the stream is TLS.  -errno. */
+int nbd__tls_start(struct nbd_conn *c);
+bool nbd__tls_active(const struct nbd_conn *c);
+/* Draining: queue close_notify; true if a write was queued (wait for it). */
+bool nbd__tls_bye(struct nbd_conn *c);
+/* Close the transport's handles with cb; free its state (from cb). */
+void nbd__tls_close(struct nbd_conn *c, uv_close_cb cb);
+void nbd__tls_free(struct nbd_conn *c);
 
 #endif

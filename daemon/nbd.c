@@ -109,6 +109,7 @@ static void req_release(struct nbd_req *r)
 	s->in_flight--;
 	r->next_free = s->free_reqs;
 	s->free_reqs = r;
+	nbd__bytes_release(s, r->charge);
 	if (c->closing || c->draining)
 		nbd__conn_maybe_finish(c);
 	else if (c->paused)
@@ -185,7 +186,7 @@ static void conn_flush(struct nbd_conn *c)
 			c->out_tail = NULL;
 		last->out_next = NULL;
 		first->wr.data = first;
-		rc = uv_write(&first->wr, &c->h.stream, bufs, n, batch_write_cb);
+		rc = nbd__conn_write(c, &first->wr, bufs, n, batch_write_cb);
 		if (rc < 0) {
 			nbd__conn_close(c, uv_strerror(rc));   /* drops the rest of the queue */
 			for (r = first; r; r = last) {
@@ -284,7 +285,7 @@ static void req_reply(struct nbd_req *r, uint32_t err)
 	}
 	reply_bufs(r, bufs, &n);
 	r->wr.data = r;
-	rc = uv_write(&r->wr, &c->h.stream, bufs, n, req_write_cb);
+	rc = nbd__conn_write(c, &r->wr, bufs, n, req_write_cb);
 	if (rc < 0) {
 		nbd__conn_close(c, uv_strerror(rc));
 		req_release(r);
@@ -377,7 +378,8 @@ static bool conn_over_caps(const struct nbd_conn *c)
 	/* handshake: a client sending options without reading the replies */
 	if (!c->exp)
 		return c->writes_pending >= NBD_HS_MAX_WRITES;
-	return c->in_flight >= s->max_requests || c->in_bytes >= s->max_bytes;
+	return c->in_flight >= s->max_requests || c->in_bytes >= s->max_bytes ||
+	       nbd__global_over(s);
 }
 
 /*
@@ -417,6 +419,7 @@ static int conn_request(struct nbd_conn *c, const struct nbd_request *h)
 			c->discard_left = r->count;
 			c->cur = r;
 			c->state = NBD_CS_REQ_DISCARD;
+			nbd__payload_deadline(c, true);
 			return 0;
 		}
 		r->buf = buf_get(c->s, r->count, &r->buf_class);
@@ -425,13 +428,16 @@ static int conn_request(struct nbd_conn *c, const struct nbd_request *h)
 			c->discard_left = r->count;
 			c->cur = r;
 			c->state = NBD_CS_REQ_DISCARD;
+			nbd__payload_deadline(c, true);
 			return 0;
 		}
 		r->charge = r->count;
 		c->in_bytes += r->charge;
+		c->s->bytes_in_flight += r->charge;
 		c->cur = r;
 		c->payload_got = 0;
 		c->state = NBD_CS_REQ_PAYLOAD;
+		nbd__payload_deadline(c, true);
 		return 0;
 	}
 	if (err) {
@@ -446,6 +452,7 @@ static int conn_request(struct nbd_conn *c, const struct nbd_request *h)
 		}
 		r->charge = r->count;
 		c->in_bytes += r->charge;
+		c->s->bytes_in_flight += r->charge;
 	}
 	req_submit(r);
 	return c->closing ? -1 : 0;
@@ -458,6 +465,7 @@ static void conn_payload_done(struct nbd_conn *c)
 
 	c->cur = NULL;
 	c->state = NBD_CS_REQ_HDR;
+	nbd__payload_deadline(c, false);
 	if (c->draining || c->closing) {
 		req_release(r);
 		return;
@@ -538,7 +546,7 @@ void nbd__conn_resume(struct nbd_conn *c)
 	c->paused = false;
 	nbd__conn_process(c);
 	if (!c->paused && !c->closing && !c->draining)
-		uv_read_start(&c->h.stream, nbd__alloc_cb, nbd__read_cb);
+		nbd__conn_read_start(c);
 }
 
 /* ---- socket input ---- */
@@ -606,6 +614,7 @@ static void conn_close_cb(uv_handle_t *h)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->n_conns--;
+	nbd__tls_free(c);
 	free(c->rbuf);
 	free(c);
 	nbd__server_check_done(s);
@@ -623,7 +632,10 @@ void nbd__conn_maybe_finish(struct nbd_conn *c)
 		return;
 	if (c->draining && !c->closing && (c->in_flight || c->writes_pending))
 		return;
+	if (c->draining && !c->closing && nbd__tls_bye(c))
+		return;    /* close_notify first */
 	c->handle_closing = true;
+	nbd__tls_close(c, conn_close_cb);
 	if (c->hs_timer_inited)
 		uv_close((uv_handle_t *)&c->hs_timer, conn_close_cb);
 	uv_close(&c->h.handle, conn_close_cb);
@@ -705,7 +717,7 @@ void nbd__conn_accept(struct nbd_server *s, uv_stream_t *listener, bool is_tcp)
 		 (unsigned long long)c->id);
 	nbd__handshake_start(c);
 	if (!c->closing)
-		uv_read_start(&c->h.stream, nbd__alloc_cb, nbd__read_cb);
+		nbd__conn_read_start(c);
 }
 
 /* ---- server ---- */
@@ -713,6 +725,8 @@ void nbd__conn_accept(struct nbd_server *s, uv_stream_t *listener, bool is_tcp)
 int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out)
 {
 	struct nbd_server *s;
+	char dummy[8];
+	int rc;
 
 	*out = NULL;
 	if (!o || !o->loop)
@@ -725,6 +739,13 @@ int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out)
 	s->log_arg = o->log_arg;
 	nbd_server_set_limits(s, o->max_requests_per_conn, o->max_bytes_per_conn);
 	nbd_server_set_handshake_timeout(s, o->handshake_timeout_ms);
+	nbd__server_limits_init(s, o);
+	rc = nbd__tls_create(s, o, o->err ? o->err : dummy, o->err ? o->errlen : sizeof(dummy));
+	if (rc < 0) {
+		nbd__tls_destroy(s);
+		free(s);
+		return rc;
+	}
 	*out = s;
 	return 0;
 }
@@ -871,5 +892,6 @@ void nbd_server_destroy(struct nbd_server *s)
 		}
 	}
 	nbd__listeners_free(s);
+	nbd__tls_destroy(s);
 	free(s);
 }

@@ -11,11 +11,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "tier/engine.h"
 
 struct nbd_server;
+
+/* NBD_OPT_STARTTLS: off (NBD_REP_ERR_POLICY), on (the client's choice),
+ * require (every option but STARTTLS and ABORT gets NBD_REP_ERR_TLS_REQD). */
+enum nbd_tls_mode { NBD_TLS_OFF = 0, NBD_TLS_ON, NBD_TLS_REQUIRE };
 
 struct nbd_server_opts {
 	uv_loop_t *loop;
@@ -26,11 +31,34 @@ struct nbd_server_opts {
 	/* A client that has not finished option haggling this long after
 	 * connecting is disconnected.  0 = default (30 s). */
 	uint64_t handshake_timeout_ms;
+	/* Connections served at once; more are accepted and closed at once,
+	 * before the handshake.  0 = RLIMIT_NOFILE minus a reserve (a quarter,
+	 * at least 64) for store I/O and the rest of the daemon. */
+	uint32_t max_connections;
+	/* Request payload bytes in flight across all connections: a new
+	 * request is read only while the largest one fits (backpressure, no
+	 * error).  0 = 1 GiB. */
+	uint64_t max_bytes_in_flight;
+	/* A WRITE's payload (or a refused one's) must arrive within this, or
+	 * the connection is closed.  0 = 30 s. */
+	uint64_t transmission_timeout_ms;
+	/* Unix listeners: mode (0 = 0660) and group (socket_gid_set). */
+	unsigned socket_mode;
+	bool socket_gid_set;
+	gid_t socket_gid;
 	tier_log_fn log;      /* may be NULL */
 	void *log_arg;
+	/* TLS (nbd-tls.c); certificates: a directory with server-cert.pem,
+	 * server-key.pem and ca-cert.pem; psk_file: psktool's format. */
+	enum nbd_tls_mode tls;
+	const char *tls_certificates, *tls_psk_file, *tls_priority;
+	bool tls_verify_peer;      /* require a client certificate from the CA */
+	char *err;                 /* may be NULL: why create failed */
+	size_t errlen;
 };
 
-/* -EINVAL, -ENOMEM.  *out NULL on failure. */
+/* -EINVAL (bad TLS settings: o->err says why), -ENOENT, -ENOMEM.  *out
+ * NULL on failure. */
 int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out);
 
 /*
@@ -75,6 +103,16 @@ void nbd_server_batch_begin(struct nbd_server *s);
 void nbd_server_batch_end(struct nbd_server *s);
 size_t nbd_server_connections(const struct nbd_server *s);
 size_t nbd_server_in_flight(const struct nbd_server *s);
+/* The connection limit in force; connections refused by it so far. */
+size_t nbd_server_max_connections(const struct nbd_server *s);
+uint64_t nbd_server_refused(const struct nbd_server *s);
+
+/*
+ * Shutdown took too long: close every connection still open (a client that
+ * stopped reading its replies).  Requests inside the engine still complete
+ * (their writes are as safe as acknowledged ones); their replies are dropped.
+ */
+void nbd_server_cut(struct nbd_server *s);
 
 /*
  * Free the server.  @pre nbd_server_shutdown's done callback has run and the

@@ -80,7 +80,16 @@ static void test_empty_file_gives_defaults(void **state)
 	(void)state;
 	assert_int_equal(c->backend, TIERD_BACKEND_LOCAL);
 	assert_int_equal(c->n_listen, 1);
-	assert_string_equal(c->listen[0], "127.0.0.1:10809");
+	assert_string_equal(c->listen[0], "unix:/run/tierd/nbd.sock");
+	assert_int_equal(c->tls, 0);
+	assert_false(c->allow_plaintext);
+	assert_int_equal(c->socket_mode, 0660);
+	assert_null(c->socket_group);
+	assert_int_equal(c->max_connections, 0);
+	assert_int_equal(c->max_bytes_in_flight, 1ull << 30);
+	assert_int_equal(c->transmission_timeout_ms, 30000);
+	assert_int_equal(c->shutdown_timeout_ms, 30000);
+	assert_int_equal(c->client_timeout_ms, 10000);
 	assert_string_equal(c->admin_socket, "/run/tierd/tierd.asok");
 	assert_string_equal(c->data_dir, "/var/lib/tierd");
 	assert_int_equal(c->log_level, TIER_LOG_INFO);
@@ -151,12 +160,59 @@ static void test_full_file_with_units(void **state)
 	tierd_config_free(c);
 }
 
+/* A listener the network can reach serves plaintext only when told to. */
+static void test_security_keys(void **state)
+{
+	struct tierd_config *c;
+	(void)state;
+	load_fails("[global]\nlisten = 0.0.0.0:10809\n", -EPERM, 0,
+		   "[global] listen: '0.0.0.0:10809' is reachable from the network but tls is off");
+	load_fails("[global]\nlisten = 192.168.1.5:10809\ntls = on\ntls_psk_file = /k\n", -EPERM, 0,
+		   "tls is on: set tls = require");
+	load_fails("[global]\nlisten = [::]:10809\n", -EPERM, 0, "reachable from the network");
+	load_fails("[global]\ntls = require\n", -EINVAL, 0, "needs tls_certificates = DIR or tls_psk_file");
+	load_fails("[global]\ntls = maybe\n", -EINVAL, 2, "bad value 'maybe' (allowed: off|on|require)");
+	load_fails("[global]\ntls_verify_peer = true\ntls = on\ntls_psk_file = /k\n", -EINVAL, 0,
+		   "tls_verify_peer: needs tls_certificates");
+	load_fails("[global]\nsocket_mode = 0999\n", -EINVAL, 2, "bad mode '0999'");
+	load_fails("[global]\nsocket_mode = 01777\n", -EINVAL, 2, "bad mode");
+	load_fails("[global]\nmax_bytes_in_flight = 4K\n", -ERANGE, 2, "out of range");
+	c = load_ok("[global]\nlisten = 127.0.0.1:1, [::1]:2, 127.9.9.9:3, unix:/x\n");
+	tierd_config_free(c);
+	c = load_ok("[global]\nlisten = 10.0.0.1:10809\ntls = require\n"
+		    "tls_certificates = /etc/tierd/pki\ntls_verify_peer = yes\n"
+		    "socket_mode = 0600\nsocket_group = disk\nmax_connections = 100\n"
+		    "max_bytes_in_flight = 256M\ntransmission_timeout = 5s\n"
+		    "shutdown_timeout = 10s\nclient_timeout = 2s\n");
+	assert_int_equal(c->tls, 2);
+	assert_string_equal(c->tls_certificates, "/etc/tierd/pki");
+	assert_true(c->tls_verify_peer);
+	assert_int_equal(c->socket_mode, 0600);
+	assert_string_equal(c->socket_group, "disk");
+	assert_int_equal(c->max_connections, 100);
+	assert_int_equal(c->max_bytes_in_flight, 256ull << 20);
+	assert_int_equal(c->transmission_timeout_ms, 5000);
+	assert_int_equal(c->shutdown_timeout_ms, 10000);
+	assert_int_equal(c->client_timeout_ms, 2000);
+	tierd_config_free(c);
+	c = load_ok("[global]\nlisten = 0.0.0.0:10809\nallow_plaintext = true\n");
+	assert_true(c->allow_plaintext);
+	tierd_config_free(c);
+	assert_true(tierd_addr_is_loopback("127.0.0.1:10809"));
+	assert_true(tierd_addr_is_loopback("[::1]:10809"));
+	assert_false(tierd_addr_is_loopback("0.0.0.0:10809"));
+	assert_false(tierd_addr_is_loopback("127.evil.example:1"));
+	assert_false(tierd_addr_is_loopback("[::]:1"));
+	assert_false(tierd_addr_is_loopback("unix:/x"));
+}
+
 static void test_multiple_listens(void **state)
 {
 	struct tierd_config *c = load_ok(
 		"[global]\n"
 		"listen = unix:/run/tierd/nbd.sock\n"
-		"listen = 0.0.0.0:10809, [::1]:10810\n");
+		"listen = 0.0.0.0:10809, [::1]:10810\n"
+		"allow_plaintext = true\n");
 	(void)state;
 	assert_int_equal(c->n_listen, 3);   /* the default is replaced, not kept */
 	assert_string_equal(c->listen[0], "unix:/run/tierd/nbd.sock");
@@ -372,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_device_model_overrides),
 		cmocka_unit_test(test_image_sections),
 		cmocka_unit_test(test_cross_checks),
+		cmocka_unit_test(test_security_keys),
 		cmocka_unit_test(test_file_problems),
 #ifdef EXAMPLE_CONF
 		cmocka_unit_test(test_example_file_loads),
