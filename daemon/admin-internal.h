@@ -13,6 +13,9 @@
 #include "daemon/admin.h"
 
 #define ADMIN_MAX_LINE 4096
+#define ADMIN_MAX_QUEUED (256u * 1024)     /* answer bytes queued: stop reading */
+#define ADMIN_MAX_CONNS 64
+#define ADMIN_DEFAULT_TIMEOUT_MS 10000u
 #define RATE_SAMPLES 6     /* one a second: throughput over the last ~5 s */
 
 struct rate_sample {
@@ -30,6 +33,8 @@ struct tierd_admin {
 	char *path;
 	ino_t ino;
 	struct admin_conn *conns;
+	size_t n_conns;
+	uint64_t timeout_ms;         /* idle / unread answers: the connection closes */
 	unsigned open_handles;
 	struct rate_sample rate[RATE_SAMPLES];
 	size_t rate_n, rate_head;

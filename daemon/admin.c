@@ -3,8 +3,10 @@
  * admin.c - the admin socket's transport: a unix socket (mode 0600 from the
  * start, owner or root only) on the daemon's loop, one command per line, one
  * JSON answer line per command, in order.  It decides who may connect, how a
- * stale socket is replaced and how connections end; the commands live in
- * admin-cmd.c.  It must never block the loop or remove a socket file that a
+ * stale socket is replaced and how connections end (idle or not reading its
+ * answers for the client timeout: closed; answers queued past
+ * ADMIN_MAX_QUEUED: its commands are not read until they drain; at most
+ * ADMIN_MAX_CONNS at once); the commands live in admin-cmd.c.  It must never block the loop or remove a socket file that a
  * newer daemon created.
  */
 #include <errno.h>
@@ -20,11 +22,13 @@
 
 struct admin_conn {
 	uv_pipe_t pipe;
+	uv_timer_t timer;        /* idle, or answers not read: closed */
 	struct tierd_admin *a;
 	struct admin_conn *next, *prev;
 	char buf[ADMIN_MAX_LINE];
 	size_t len;
-	bool close_after_write;
+	unsigned handles;        /* open: pipe and timer */
+	bool close_after_write, paused;
 };
 
 static void on_rate_timer(uv_timer_t *t)
@@ -52,6 +56,20 @@ static void on_handle_closed(uv_handle_t *h)
 	}
 }
 
+static void conn_handle_closed(uv_handle_t *h)
+{
+	struct admin_conn *conn = h->data;
+	struct tierd_admin *a = conn->a;
+
+	if (--conn->handles)
+		return;
+	free(conn);
+	if (--a->open_handles == 0) {
+		free(a->path);
+		free(a);
+	}
+}
+
 static void conn_close(struct admin_conn *conn)
 {
 	struct tierd_admin *a = conn->a;
@@ -64,18 +82,50 @@ static void conn_close(struct admin_conn *conn)
 		a->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	conn->pipe.data = a;
-	uv_close((uv_handle_t *)&conn->pipe, on_handle_closed);
+	a->n_conns--;
+	uv_close((uv_handle_t *)&conn->timer, conn_handle_closed);
+	uv_close((uv_handle_t *)&conn->pipe, conn_handle_closed);
 }
+
+static void on_idle(uv_timer_t *t)
+{
+	conn_close(t->data);
+}
+
+/* Something happened on the connection: its deadline starts again. */
+static void conn_touch(struct admin_conn *conn)
+{
+	uv_timer_start(&conn->timer, on_idle, conn->a->timeout_ms, 0);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void conn_run_lines(struct admin_conn *conn);
 
 static void on_written(uv_write_t *req, int status)
 {
 	struct wreq *w = (struct wreq *)req;
+	struct admin_conn *conn = w->conn;
 
-	if ((status < 0 || w->conn->close_after_write) && status != UV_ECANCELED)
-		conn_close(w->conn);
 	free(w->data);
 	free(w);
+	if (status == UV_ECANCELED)
+		return;
+	if (status < 0 || conn->close_after_write) {
+		conn_close(conn);
+		return;
+	}
+	conn_touch(conn);
+	/* answers read again: take commands again */
+	if (conn->paused &&
+	    uv_stream_get_write_queue_size((uv_stream_t *)&conn->pipe) <= ADMIN_MAX_QUEUED / 2) {
+		conn->paused = false;
+		conn_run_lines(conn);
+		if (!conn->paused && !conn->close_after_write &&
+		    !uv_is_closing((uv_handle_t *)&conn->pipe) &&
+		    uv_read_start((uv_stream_t *)&conn->pipe, on_alloc, on_read) < 0)
+			conn_close(conn);
+	}
 }
 
 static void conn_answer(struct admin_conn *conn, struct jbuf *b)
@@ -103,6 +153,13 @@ static void conn_answer(struct admin_conn *conn, struct jbuf *b)
 		free(w->data);
 		free(w);
 		conn_close(conn);
+		goto out;
+	}
+	/* a client that does not read its answers: stop reading its commands */
+	if (!conn->paused &&
+	    uv_stream_get_write_queue_size((uv_stream_t *)&conn->pipe) > ADMIN_MAX_QUEUED) {
+		conn->paused = true;
+		uv_read_stop((uv_stream_t *)&conn->pipe);
 	}
 out:
 	free(b->p);
@@ -116,10 +173,35 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(conn->buf + conn->len, (unsigned)(sizeof(conn->buf) - conn->len));
 }
 
+/* Run the complete command lines buffered, as far as the answers drain. */
+static void conn_run_lines(struct admin_conn *conn)
+{
+	uv_stream_t *s = (uv_stream_t *)&conn->pipe;
+	char *nl;
+
+	while (!uv_is_closing((uv_handle_t *)s) && !conn->paused &&
+	       (nl = memchr(conn->buf, '\n', conn->len)) != NULL) {
+		struct jbuf out = {0};
+		size_t used = (size_t)(nl - conn->buf) + 1;
+		*nl = '\0';
+		conn_touch(conn);
+		tierd_admin_run_line(conn->a, conn->buf, &out);
+		conn_answer(conn, &out);
+		memmove(conn->buf, conn->buf + used, conn->len - used);
+		conn->len -= used;
+	}
+	if (conn->len == sizeof(conn->buf) && !conn->paused && !uv_is_closing((uv_handle_t *)s)) {
+		struct jbuf out = {0};
+		tierd_admin_jb_error(&out, "command line too long (allowed: %d bytes)", ADMIN_MAX_LINE - 1);
+		conn->close_after_write = true;
+		uv_read_stop(s);
+		conn_answer(conn, &out);
+	}
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct admin_conn *conn = (struct admin_conn *)s;
-	char *nl;
 
 	(void)buf;
 	if (nread < 0) {
@@ -127,23 +209,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	conn->len += (size_t)nread;
-	while (!uv_is_closing((uv_handle_t *)s) &&
-	       (nl = memchr(conn->buf, '\n', conn->len)) != NULL) {
-		struct jbuf out = {0};
-		size_t used = (size_t)(nl - conn->buf) + 1;
-		*nl = '\0';
-		tierd_admin_run_line(conn->a, conn->buf, &out);
-		conn_answer(conn, &out);
-		memmove(conn->buf, conn->buf + used, conn->len - used);
-		conn->len -= used;
-	}
-	if (conn->len == sizeof(conn->buf) && !uv_is_closing((uv_handle_t *)s)) {
-		struct jbuf out = {0};
-		tierd_admin_jb_error(&out, "command line too long (allowed: %d bytes)", ADMIN_MAX_LINE - 1);
-		conn->close_after_write = true;
-		uv_read_stop(s);
-		conn_answer(conn, &out);
-	}
+	conn_run_lines(conn);
 }
 
 /* Only the daemon's own user or root may talk to it, whatever the file mode. */
@@ -173,14 +239,21 @@ static void on_connection(uv_stream_t *server, int status)
 	uv_pipe_init(a->loop, &conn->pipe, 0);
 	conn->pipe.data = a;
 	a->open_handles++;
-	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 || !peer_allowed(&conn->pipe)) {
+	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 || !peer_allowed(&conn->pipe) ||
+	    a->n_conns >= ADMIN_MAX_CONNS) {
 		uv_close((uv_handle_t *)&conn->pipe, on_handle_closed);
 		return;
 	}
+	conn->pipe.data = conn;
+	uv_timer_init(a->loop, &conn->timer);
+	conn->timer.data = conn;
+	conn->handles = 2;
 	conn->next = a->conns;
 	if (a->conns)
 		a->conns->prev = conn;
 	a->conns = conn;
+	a->n_conns++;
+	conn_touch(conn);
 	if (uv_read_start((uv_stream_t *)&conn->pipe, on_alloc, on_read) < 0)
 		conn_close(conn);
 }
@@ -273,6 +346,7 @@ int tierd_admin_start(uv_loop_t *loop, const char *path, const struct tierd_admi
 	}
 	a->loop = loop;
 	a->hooks = *hooks;
+	a->timeout_ms = ADMIN_DEFAULT_TIMEOUT_MS;
 	r = bind_socket(path, &fd, &a->ino);
 	if (r < 0)
 		goto out;
@@ -301,6 +375,12 @@ out:
 		free(a->path);
 	free(a);
 	return r;
+}
+
+void tierd_admin_set_timeout(struct tierd_admin *a, uint64_t ms)
+{
+	if (a)
+		a->timeout_ms = ms ? ms : ADMIN_DEFAULT_TIMEOUT_MS;
 }
 
 void tierd_admin_stop(struct tierd_admin *a)

@@ -7,6 +7,7 @@
 #define TIERD_ADMIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "daemon/config.h"
@@ -31,6 +32,9 @@ struct tierd_admin;
 /* Listen on path (replacing a stale socket). -errno on failure. */
 int tierd_admin_start(uv_loop_t *loop, const char *path,
 		      const struct tierd_admin_hooks *hooks, struct tierd_admin **out);
+/* A connection idle (no command, no answer read) this long is closed;
+ * 0 = the default, 10 s. */
+void tierd_admin_set_timeout(struct tierd_admin *a, uint64_t ms);
 /* Close the listener and every admin connection; frees after the close callbacks. */
 void tierd_admin_stop(struct tierd_admin *a);
 

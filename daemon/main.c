@@ -1052,6 +1052,7 @@ static int start(struct tierd *d)
 			     strerror(-rc));
 			return rc;
 		}
+		tierd_admin_set_timeout(d->admin, c->client_timeout_ms);
 	}
 	if (c->prometheus && c->prometheus[0]) {
 		rc = tierd_prom_start(&d->loop, c->prometheus, hook_engine, d, &d->prom);
@@ -1060,6 +1061,7 @@ static int start(struct tierd *d)
 			     strerror(-rc));
 			return rc;
 		}
+		tierd_prom_set_timeout(d->prom, c->client_timeout_ms);
 		tlog(d, TIER_LOG_INFO, "prometheus metrics on http://%s/metrics", c->prometheus);
 	}
 	start_handles(d);

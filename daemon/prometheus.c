@@ -4,7 +4,8 @@
  * request on its port with one HTTP/1.0 response holding the engine's
  * counters, gauges and latency quantiles, then closes the connection.  It
  * reads the engine's stats only; it must never change engine state or block
- * the loop (requests are small and bounded; a slow client is cut off).
+ * the loop (requests are small and bounded; a scrape not done within the
+ * client timeout is cut off, and at most PROM_MAX_CONNS are open at once).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include "daemon/prometheus.h"
 
 #define PROM_REQ_MAX 8192
+#define PROM_MAX_CONNS 64                /* scrapes at once; more are closed */
+#define PROM_DEFAULT_TIMEOUT_MS 10000u   /* a scrape must be done by then */
 
 struct tierd_prom {
 	uv_loop_t *loop;
@@ -21,12 +24,16 @@ struct tierd_prom {
 	struct tier_engine *(*engine)(void *arg);
 	void *arg;
 	struct prom_conn *conns;     /* open scrapes, closed at stop */
+	size_t n_conns;
+	uint64_t timeout_ms;
 	int stopping;
 	int listener_open;
 };
 
 struct prom_conn {
 	uv_tcp_t h;
+	uv_timer_t timer;            /* request read and response written by then */
+	unsigned handles;
 	struct tierd_prom *p;
 	struct prom_conn *prev, *next;
 	uv_write_t wr;
@@ -86,6 +93,9 @@ static void conn_closed(uv_handle_t *h)
 	struct prom_conn *c = h->data;
 	struct tierd_prom *p = c->p;
 
+	if (--c->handles)
+		return;
+	p->n_conns--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -99,8 +109,16 @@ static void conn_closed(uv_handle_t *h)
 
 static void conn_close(struct prom_conn *c)
 {
-	if (!uv_is_closing((uv_handle_t *)&c->h))
-		uv_close((uv_handle_t *)&c->h, conn_closed);
+	if (uv_is_closing((uv_handle_t *)&c->h))
+		return;
+	if (c->handles == 2)
+		uv_close((uv_handle_t *)&c->timer, conn_closed);
+	uv_close((uv_handle_t *)&c->h, conn_closed);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+	conn_close(t->data);
 }
 
 static void on_written(uv_write_t *wr, int status)
@@ -184,12 +202,21 @@ static void on_connection(uv_stream_t *server, int status)
 	c->p = p;
 	uv_tcp_init(p->loop, &c->h);
 	c->h.data = c;
+	c->handles = 1;
 	c->next = p->conns;
 	if (p->conns)
 		p->conns->prev = c;
 	p->conns = c;
-	if (uv_accept(server, (uv_stream_t *)&c->h) < 0 ||
-	    uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) < 0)
+	p->n_conns++;
+	if (uv_accept(server, (uv_stream_t *)&c->h) < 0 || p->n_conns > PROM_MAX_CONNS) {
+		conn_close(c);
+		return;
+	}
+	uv_timer_init(p->loop, &c->timer);
+	c->timer.data = c;
+	c->handles = 2;
+	uv_timer_start(&c->timer, on_deadline, p->timeout_ms, 0);
+	if (uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) < 0)
 		conn_close(c);
 }
 
@@ -240,6 +267,7 @@ int tierd_prom_start(uv_loop_t *loop, const char *addr,
 	if (!p)
 		return -ENOMEM;
 	p->loop = loop;
+	p->timeout_ms = PROM_DEFAULT_TIMEOUT_MS;
 	p->engine = engine;
 	p->arg = arg;
 	uv_tcp_init(loop, &p->listener);
@@ -262,6 +290,12 @@ static void listener_closed(uv_handle_t *h)
 
 	p->listener_open = 0;
 	maybe_free(p);
+}
+
+void tierd_prom_set_timeout(struct tierd_prom *p, uint64_t ms)
+{
+	if (p)
+		p->timeout_ms = ms ? ms : PROM_DEFAULT_TIMEOUT_MS;
 }
 
 void tierd_prom_stop(struct tierd_prom *p)

@@ -8,6 +8,7 @@
 #define TIERD_PROMETHEUS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "tier/engine.h"
@@ -18,6 +19,8 @@ struct tierd_prom;
 int tierd_prom_start(uv_loop_t *loop, const char *addr,
 		     struct tier_engine *(*engine)(void *arg), void *arg,
 		     struct tierd_prom **out);
+/* A scrape not read and answered within ms is closed (0 = 10 s). NULL ok. */
+void tierd_prom_set_timeout(struct tierd_prom *p, uint64_t ms);
 /* Close the listener and connections; frees after the close callbacks. NULL ok. */
 void tierd_prom_stop(struct tierd_prom *p);
 /* The exposition text for e (malloc'd; caller frees). NULL on ENOMEM. */
