@@ -123,13 +123,13 @@ static int take_lock(struct tierd *d)
 	ssize_t n;
 	int fd;
 
-	if (mkdir(d->cfg->data_dir, 0750) < 0 && errno != EEXIST) {
+	if (mkdir(d->cfg->data_dir, 0700) < 0 && errno != EEXIST) {
 		tlog(d, TIER_LOG_ERROR, "cannot create data_dir %s: %s",
 		     d->cfg->data_dir, strerror(errno));
 		return -errno;
 	}
 	snprintf(path, sizeof(path), "%s/tierd.lock", d->cfg->data_dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		tlog(d, TIER_LOG_ERROR, "cannot open %s: %s", path, strerror(errno));
 		return -errno;

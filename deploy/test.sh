@@ -33,6 +33,16 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 meson test -C "$build" --suite unit --print-errorlogs
 meson test -C "$build" --suite integration --print-errorlogs
 
+# Coverage-guided fuzzing, bounded: TIER_FUZZ_SECONDS per target (default
+# 15; 0 skips, and says so).  The long mode is FUZZ_RUNS=10000000
+# tests/fuzz/run-libfuzzer.sh (docs/SECURITY.md).
+fuzz_secs=${TIER_FUZZ_SECONDS:-15}
+if [ "$fuzz_secs" -gt 0 ]; then
+	FUZZ_BUILD="$top/$build-libfuzzer" tests/fuzz/run-libfuzzer.sh "$fuzz_secs"
+else
+	echo "test.sh: TIER_FUZZ_SECONDS=0: the bounded libFuzzer run was NOT done"
+fi
+
 if [ "${TIER_TEST_SKIP_CEPH:-0}" = 1 ]; then
 	echo "test.sh: TIER_TEST_SKIP_CEPH=1: the ceph suite was NOT run"
 	exit 0

@@ -277,7 +277,7 @@ static int mkdir_p(const char *path)
 		char c = *s;
 
 		*s = '\0';
-		if (mkdir(p, 0755) == 0) {
+		if (mkdir(p, 0700) == 0) {
 			rc = sync_parent(p);   /* a new directory's name is durable too */
 			if (rc < 0)
 				break;

@@ -513,7 +513,7 @@ static int sidecar_write(struct opctx *c, const uint8_t *rec, size_t n, bool dur
 
 	tmp_name(c->enc, tmp);
 	side_name(c->enc, side);
-	tfd = openat(L->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	tfd = openat(L->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (tfd < 0)
 		return neg_errno();
 	rc = write_full(tfd, rec, n, 0);
@@ -743,7 +743,7 @@ static int obj_create(struct opctx *c)
 		ns_changed(c->L);
 	else if (errno != ENOENT)
 		return neg_errno();
-	fd = obj_openat(c, O_CREAT | O_EXCL, 0644);
+	fd = obj_openat(c, O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
 		return fd;
 	ns_changed(c->L);

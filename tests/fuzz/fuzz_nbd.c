@@ -50,6 +50,7 @@ static struct {
 	struct nbd_server *srv;
 	struct tier_image *imgs[2];
 	char sock[108];
+	char psk[108];              /* tls_psk_file of the server (tls = on) */
 	bool srv_done;
 } G;
 
@@ -100,6 +101,8 @@ static void cleanup(void)
 {
 	if (G.sock[0])
 		unlink(G.sock);
+	if (G.psk[0])
+		unlink(G.psk);
 }
 
 static uint64_t now_ns(void)
@@ -154,6 +157,10 @@ static void server_start(void)
 	so.max_requests_per_conn = 4;        /* backpressure after a few requests */
 	so.max_bytes_per_conn = 256 * 1024;
 	so.log = log_cb;
+	/* tls = on with a PSK: STARTTLS is acknowledged and whatever follows
+	 * goes through GnuTLS's handshake (garbage, truncated hellos) */
+	so.tls = NBD_TLS_ON;
+	so.tls_psk_file = G.psk;
 	if (nbd_server_create(&so, &G.srv) < 0 ||
 	    nbd_server_add_export(G.srv, G.imgs[0], false) < 0 ||
 	    nbd_server_add_export(G.srv, G.imgs[1], true) < 0)
@@ -215,7 +222,14 @@ static void setup(void)
 		abort();
 	pump_until(images_ready, G.imgs);
 	snprintf(G.sock, sizeof(G.sock), "/tmp/tierd-fuzz-nbd-%d.sock", (int)getpid());
+	snprintf(G.psk, sizeof(G.psk), "/tmp/tierd-fuzz-nbd-%d.psk", (int)getpid());
 	atexit(cleanup);
+	{
+		FILE *f = fopen(G.psk, "w");
+
+		if (!f || fputs("fuzz:000102030405060708090a0b0c0d0e0f\n", f) < 0 || fclose(f))
+			abort();
+	}
 	server_start();
 	G.ready = true;
 }

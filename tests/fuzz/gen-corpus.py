@@ -218,6 +218,21 @@ READ, WRITE, DISC, FLUSH, TRIM, CACHE, WZ, BS = range(8)
 FLAGS = struct.pack(">I", 3)   # FIXED_NEWSTYLE | NO_ZEROES
 
 
+def client_hello():
+    """A real TLS ClientHello (Python's ssl over memory BIOs)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
 def gen_nbd():
     sessions = {
         "go-io": FLAGS + go("fuzz", [1, 3]) +
@@ -246,6 +261,10 @@ def gen_nbd():
         "bad-flags": struct.pack(">I", 0x80),
         "oversize": FLAGS + go("fuzz") + req(READ, 0, 64 << 20) +
         req(WRITE, 0, 64 << 20) + b"junk",
+        # the server runs tls = on (PSK): STARTTLS, then TLS records
+        "starttls-hello": FLAGS + opt(5) + client_hello(),
+        "starttls-garbage": FLAGS + opt(5) + b"\x16\x03\x01\x40\x00" + b"\x01" * 64,
+        "starttls-twice": FLAGS + opt(5, b"x") + opt(5) + b"\x15\x03\x03\x00\x02\x02\x28",
     }
     # byte 0 is the harness mode (see fuzz_nbd.c): 0 = one write, no faults
     for name, stream in sessions.items():

@@ -7,19 +7,26 @@
 #   TARGET   meta hitset params config trace nbd (default: all)
 # Env:
 #   FUZZ_BUILD=DIR          build directory (default build-libfuzzer)
+#   FUZZ_RUNS=N             the long mode: stop each target after N
+#                           executions instead of SECONDS (docs/SECURITY.md
+#                           reports FUZZ_RUNS=10000000); SECONDS is then
+#                           only a safety cap (default 6 h)
 #   FUZZ_UPDATE_CORPUS=1    merge what was found, minimised, into
 #                           tests/fuzz/corpus/<target>/ (review, then commit)
 #
 # Needs clang with the libFuzzer runtime.  On Debian 12:
 #   apt-get install clang libclang-rt-14-dev
-# (deploy/install-deps.sh does not install them: CI runs the corpora
-# through the gcc build instead, as the unit tests fuzz_<target>).
+# (deploy/install-deps.sh installs them; deploy/test.sh runs this for
+# TIER_FUZZ_SECONDS per target after the corpora ran through the gcc build
+# as the unit tests fuzz_<target>).
 # Crashes land in $FUZZ_BUILD/fuzz-artifacts/<target>/; reproduce one with
 #   $FUZZ_BUILD/tests/fuzz/fuzz_<target> FILE
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD:-$top/build-libfuzzer}
 secs=${1:-60}
+want_runs=${FUZZ_RUNS:-}
+[ -n "$want_runs" ] && [ $# -eq 0 ] && secs=21600
 [ $# -gt 0 ] && shift
 targets=${*:-meta hitset params config trace nbd}
 
@@ -66,7 +73,7 @@ for t in $targets; do
 	echo "== fuzz_$t: ${secs}s, log $log"
 	rc=0
 	# shellcheck disable=SC2086
-	"$exe" $dict -max_total_time="$secs" -print_final_stats=1 \
+	"$exe" $dict -max_total_time="$secs" ${want_runs:+-runs=$want_runs} -print_final_stats=1 \
 		-artifact_prefix="$art/" "$work" "$seeds" >"$log" 2>&1 || rc=$?
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

@@ -4,12 +4,14 @@
 # second tierd on the same path refuses to start and leaves it alone), a
 # stale socket is replaced, a stopping tierd never unlinks a successor's
 # socket, and a non-loopback TCP address needs tls = require or
-# allow_plaintext = true (then warned at start).
+# allow_plaintext = true (then warned at start).  Files: with umask 022,
+# the local backend's object files are 0600 and its directories 0700.
 . "$(dirname "$0")/lib.sh"
 IMAGE_SIZE=64M
 PORT=$((20000 + RANDOM % 20000))
 
 write_config
+umask 022
 start_tierd
 [ "$(stat -c %a "$SOCK")" = 660 ] || fail "default socket mode is $(stat -c %a "$SOCK"), want 660"
 ino=$(stat -c %i "$SOCK")
@@ -24,6 +26,14 @@ grep -q 'served by a running process' "$WORK/second.log" || { cat "$WORK/second.
 [ -S "$SOCK" ] && [ "$(stat -c %i "$SOCK")" = "$ino" ] || fail "the live socket was replaced"
 [ ! -e "$WORK/second.asok" ] || fail "the refused tierd left an admin socket"
 nbdinfo --size "$(uri)" >/dev/null || fail "first tierd no longer served after the refusal"
+
+# ---- object files 0600, directories 0700 (umask 022 would give 0644/0755)
+qemu-io -f raw -c 'write -P 0x11 0 64k' -c 'write -P 0x12 8M 64k' "$(uri)" >/dev/null || fail "qemu-io write"
+nfiles=$(find "$WORK/data" -type f | wc -l)
+[ "$nfiles" -ge 2 ] || fail "no object files written"
+bad=$(find "$WORK/data" \( -type f ! -perm 0600 \) -o \( -type d ! -perm 0700 \) | head -5)
+[ -z "$bad" ] || { ls -la $bad; fail "files or directories readable by others: $bad"; }
+log "$nfiles files under data_dir, all 0600, directories 0700"
 
 # ---- a stopping tierd leaves a successor's socket alone
 mv "$SOCK" "$WORK/old.sock"     # as if an operator moved it away
