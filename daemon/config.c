@@ -862,7 +862,7 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->tls = 0;
 	c->socket_mode = 0660;
 	c->max_connections = 0;
-	c->max_bytes_in_flight = 1ull << 30;
+	c->max_bytes_in_flight = 512ull << 20;
 	c->transmission_timeout_ms = 30000;
 	c->shutdown_timeout_ms = 30000;
 	c->client_timeout_ms = 10000;

@@ -27,7 +27,7 @@
 #define NBD_DEFAULT_HS_TIMEOUT_MS 30000u
 #define NBD_HS_MAX_WRITES         64u      /* option replies queued: stop reading */
 #define NBD_GATHER_MAX            32u      /* replies gathered into one write */
-#define NBD_DEFAULT_TOTAL_BYTES   (1ull << 30)
+#define NBD_DEFAULT_TOTAL_BYTES   (512ull << 20)
 #define NBD_DEFAULT_TX_TIMEOUT_MS 30000u
 #define NBD_FD_RESERVE_MIN        64u      /* descriptors kept for stores, logs, admin */
 

@@ -37,7 +37,7 @@ struct nbd_server_opts {
 	uint32_t max_connections;
 	/* Request payload bytes in flight across all connections: a new
 	 * request is read only while the largest one fits (backpressure, no
-	 * error).  0 = 1 GiB. */
+	 * error).  0 = 512 MiB. */
 	uint64_t max_bytes_in_flight;
 	/* A WRITE's payload (or a refused one's) must arrive within this, or
 	 * the connection is closed.  0 = 30 s. */

@@ -23,6 +23,8 @@ Cases (each exits 0 when the limit held, 1 with a message otherwise):
                        being read (bounded queue), then closed
   prom PORT TIMEOUT_S  Prometheus: silent connections closed after the
                        timeout, at most 64 held at once, scrapes still work
+  bigwrites PID MIB S  16 clients pipeline 32 MiB WRITEs and never read the
+                       replies for S seconds: tierd's peak RSS stays below MIB
 """
 import os
 import socket
@@ -304,6 +306,45 @@ def case_prom():
           "scrape served" % (closed_at_once, took))
 
 
-{"maxconn": case_maxconn, "flood": case_flood, "global_cap": case_global_cap,
+def vm_kib(pid, key):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def case_bigwrites():
+    """16 clients pipeline 32 MiB WRITEs and never read a reply."""
+    pid, limit_mib, secs = int(ARGS[0]), int(ARGS[1]), float(ARGS[2])
+    base = vm_kib(pid, "VmRSS")
+    payload = b"\xcd" * (32 << 20)
+    conns = [nb.connect(EXPORT)[0] for _ in range(16)]
+
+    def flood(s, k):
+        try:
+            for i in range(4):
+                nb.req(s, nb.CMD_WRITE, ((k * 4 + i) % 8) << 25, len(payload),
+                       cookie=i, payload=payload)
+        except OSError:
+            pass        # closed below
+
+    ts = [threading.Thread(target=flood, args=(s, k), daemon=True) for k, s in enumerate(conns)]
+    for t in ts:
+        t.start()
+    t0, peak = time.monotonic(), 0
+    while time.monotonic() - t0 < secs:
+        peak = max(peak, vm_kib(pid, "VmRSS"))
+        time.sleep(0.1)
+    hwm = vm_kib(pid, "VmHWM")
+    for s in conns:
+        s.close()
+    print("bigwrites: tierd RSS %d MiB before, %d MiB peak sampled, VmHWM %d MiB "
+          "(16 clients x 4 x 32 MiB WRITEs, replies never read, %.0f s)"
+          % (base // 1024, peak // 1024, hwm // 1024, secs))
+    if hwm // 1024 > limit_mib:
+        die("tierd peak RSS %d MiB > %d MiB" % (hwm // 1024, limit_mib))
+
+
+{"maxconn": case_maxconn, "bigwrites": case_bigwrites, "flood": case_flood, "global_cap": case_global_cap,
  "stall": case_stall, "unread": case_unread, "admin": case_admin,
  "prom": case_prom}[CASE]()

@@ -6,7 +6,8 @@
 # back a third 32 MiB payload while two are in the engine; a stalled or
 # trickling WRITE payload is cut at transmission_timeout; admin and
 # Prometheus clients that stay silent or do not read are closed at
-# client_timeout, with bounded queues; SIGTERM with clients that never read
+# client_timeout, with bounded queues; 16 clients pipelining 32 MiB writes
+# and never reading keep tierd's RSS bounded; SIGTERM with clients that never read
 # their replies exits 0 within shutdown_timeout and loses no acknowledged
 # write.
 . "$(dirname "$0")/lib.sh"
@@ -31,6 +32,16 @@ lim prom "$SOCK" disk "$PORT" 2 || fail "prometheus limits"
 
 stop_tierd
 
+# ---- memory: 16 clients x 4 x 32 MiB WRITEs, replies never read, a store
+# that takes 64 MB/s: the global budget (64M) bounds what tierd holds.  Per
+# connection caps alone (16M + one request each) would let ~768 MiB in.
+sed -i -e "s|^base_bandwidth = .*|base_bandwidth = 64M|" -e "s|^cache_bandwidth = .*|cache_bandwidth = 64M|" \
+	-e '/^max_connections = /d' "$CONF"
+start_tierd
+lim bigwrites "$SOCK" disk "$TIERD_PID" 400 6 || fail "memory not bounded by max_bytes_in_flight"
+sleep 2     # the engine finishes what it took
+stop_tierd
+
 # ---- SIGTERM with clients that never read their replies (no device model:
 # what the engine holds finishes at once; the replies cannot be delivered)
 sed -i -e "s|^base_bandwidth = .*|base_profile = none|" -e "s|^cache_bandwidth = .*|cache_profile = none|" "$CONF"
@@ -53,7 +64,6 @@ nbdcopy "$(uri)" "$WORK/back.bin" && cmp -n 1048576 "$WORK/back.bin" "$data" || 
 stop_tierd
 
 # ---- descriptors: RLIMIT_NOFILE 256, default max_connections, 400 idle clients
-sed -i -e '/^max_connections = /d' "$CONF"
 : > "$LOG"
 (ulimit -n 256 && exec "$TIERD" --config "$CONF") 2>>"$LOG" &
 TIERD_PID=$!

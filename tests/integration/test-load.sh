@@ -36,7 +36,7 @@ assert r["total_ios"] > 0 and w["total_ios"] > 0, "no I/O done"
 PY
 log "verify pass: every block fio wrote carries its crc32c header"
 fio --name=verify --ioengine=nbd --uri="$(uri)" --rw=randwrite --bs=4k --iodepth=32 \
-	--numjobs=8 --size=4M --offset_increment=16M --verify=crc32c --do_verify=1 \
+	--numjobs=8 --size=2M --offset_increment=16M --verify=crc32c --do_verify=1 \
 	--verify_fatal=1 > "$WORK/verify.out" 2>&1 || { tail -20 "$WORK/verify.out"; fail "fio verify"; }
 grep -qi 'error' "$LOG" && { grep -i error "$LOG" | head; fail "errors in the tierd log"; }
 kill -0 "$TIERD_PID" || fail "tierd died"

@@ -86,7 +86,7 @@ static void test_empty_file_gives_defaults(void **state)
 	assert_int_equal(c->socket_mode, 0660);
 	assert_null(c->socket_group);
 	assert_int_equal(c->max_connections, 0);
-	assert_int_equal(c->max_bytes_in_flight, 1ull << 30);
+	assert_int_equal(c->max_bytes_in_flight, 512ull << 20);
 	assert_int_equal(c->transmission_timeout_ms, 30000);
 	assert_int_equal(c->shutdown_timeout_ms, 30000);
 	assert_int_equal(c->client_timeout_ms, 10000);
