@@ -8,9 +8,10 @@ Cases (each exits 0 when the limit held, 1 with a message otherwise):
   maxconn N            N idle connections reach transmission; the next ones
                        are closed before the greeting; a client connected
                        before them still reads and writes
-  flood N              a connected client keeps reading and writing correctly
+  flood N [MAX]        a connected client keeps reading and writing correctly
                        while N more connections are opened (descriptors run
-                       out in tierd, not in its connected clients)
+                       out in tierd, not in its connected clients); with MAX,
+                       at most MAX - 1 of them are greeted
   global_cap           three connections each send a 32 MiB WRITE; with
                        max_bytes_in_flight = 64M the third payload is not
                        taken while the first two are in the engine
@@ -113,6 +114,9 @@ def case_flood():
         greeted_n += greeted(s)
     for i in range(8):      # new objects: the store needs descriptors for them
         rw_check(first, (10 + i) * (4 << 20), 100 + 2 * i)
+    if len(ARGS) > 1 and greeted_n > int(ARGS[1]) - 1:
+        die("%d connections greeted besides the first, max_connections is %s"
+            % (greeted_n, ARGS[1]))
     print("ok flood: %d opened, %d greeted, %d closed at once; the connected client "
           "kept reading and writing" % (n, greeted_n, n - greeted_n))
     for s in socks:
