@@ -173,8 +173,11 @@ void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int f
 		close(fd);
 		return;
 	}
-	if (f->n >= f->cap)
+	if (f->n >= f->cap) {
 		victim = evict_one(f);
+		/* p may point into the entry just freed (its bucket chain link) */
+		p = slot(f, name, direct);
+	}
 	if (f->n >= f->cap || !(e = malloc(sizeof(*e) + strlen(name) + 1))) {
 		pthread_mutex_unlock(&f->lock);
 		if (victim >= 0)

@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1335,6 +1336,44 @@ static void test_sidecar_only_pools_sync_instead(void **state)
 	assert_int_equal(rec[4] | rec[5] << 8, 1);   /* a sidecar write syncs anyway: no list */
 }
 
+/* The descriptor LRU directly (libtier/store/local_fd.c, internal). */
+struct tier__fdcache;
+int tier__fdc_create(size_t cap, struct tier__fdcache **out);
+void tier__fdc_destroy(struct tier__fdcache *f);
+int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct);
+void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int fd);
+uint64_t tier__hash_str(const char *s);
+
+/*
+ * A put that evicts the entry whose chain link it is about to fill: two
+ * names in one bucket, a cache of one.  The put must look its slot up again
+ * after the eviction (ASan: heap-use-after-free otherwise).
+ */
+static void test_fd_cache_put_after_evicting_its_bucket_neighbour(void **state)
+{
+	struct tier__fdcache *f;
+	char a[32] = "obj-0", b[32];
+	int fda, fdb;
+	(void)state;
+
+	/* cap 1: 64 buckets; find b in a's bucket */
+	for (int i = 1;; i++) {
+		snprintf(b, sizeof(b), "obj-%d", i);
+		if ((tier__hash_str(b) & 63) == (tier__hash_str(a) & 63))
+			break;
+	}
+	assert_int_equal(tier__fdc_create(1, &f), 0);
+	fda = open("/dev/null", O_RDONLY);
+	fdb = open("/dev/null", O_RDONLY);
+	assert_true(fda >= 0 && fdb >= 0);
+	tier__fdc_put(f, a, false, fda);          /* cached, idle */
+	tier__fdc_put(f, b, false, fdb);          /* evicts a, caches b */
+	assert_int_equal(tier__fdc_get(f, a, false), -ENOENT);
+	assert_int_equal(tier__fdc_get(f, b, false), fdb);
+	tier__fdc_put(f, b, false, fdb);
+	tier__fdc_destroy(f);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1370,6 +1409,7 @@ int main(void)
 		T(test_ordered_sync_env_and_limits_sync_instead),
 		T(test_pre_meta_with_ranges_listed_drops_them_first),
 		T(test_sidecar_only_pools_sync_instead),
+		T(test_fd_cache_put_after_evicting_its_bucket_neighbour),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
