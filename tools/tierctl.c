@@ -30,17 +30,23 @@ struct conn {
 	size_t len, cap;
 };
 
+/* "tierctl: MESSAGE" on stderr, then exit with code (1 an error, 2 a bad command line). */
+static void vdie(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0), noreturn));
+static void vdie(int code, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "tierctl: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
 static void usage_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "tierctl: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(2);
+	vdie(2, fmt, ap);
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -48,12 +54,8 @@ static void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "tierctl: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
+	vdie(1, fmt, ap);
 }
 
 static int conn_open(struct conn *c, const char *path)
