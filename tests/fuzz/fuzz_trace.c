@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/fuzz/fuzz_trace.c - fuzz target for the block-trace parser
- * (tools/trace.c: CSV, fio iolog v2/v3) used by tier-sim and tier-bench on
+ * (tools/trace.c: CSV, fio iolog v2/v3, MSR/SNIA CSV, blkparse text) used by tier-sim and tier-bench on
  * files users hand them.  It checks what the header promises of an accepted
  * trace (times never go backwards, data ops have a length, max_end covers
  * every request, file indexes are in range) and that a refused one leaves
@@ -20,7 +20,8 @@ static void check_accepted(const struct trace *t)
 	uint64_t max_end = 0;
 
 	if (t->format != TRACE_FMT_CSV && t->format != TRACE_FMT_IOLOG2 &&
-	    t->format != TRACE_FMT_IOLOG3)
+	    t->format != TRACE_FMT_IOLOG3 && t->format != TRACE_FMT_MSR &&
+	    t->format != TRACE_FMT_BLKPARSE)
 		abort();
 	if (t->n > t->cap || (t->n && !t->recs))
 		abort();
