@@ -381,6 +381,11 @@ sed 's/^/  /' "$WORK/run2.out" | head -n -1
 acked2=$(js "$WORK/run2.out" acked) inflight2=$(js "$WORK/run2.out" inflight_at_end)
 log "tierd-kill figures: writes acknowledged $acked2, in flight at the kill $inflight2, failed $(js "$WORK/run2.out" failed)"
 start fault
+# the export answers while the map is still being rebuilt: wait for "ready"
+for _ in $(seq 1 300); do
+	ctl fault images 2>/dev/null | grep -q '"ready": true' && break
+	sleep 0.1
+done
 d=$(perf fault dirty_objects)
 [ "$d" -gt 0 ] && ok "after kill -9 + restart: $d dirty objects found again" ||
 	bad "after kill -9 + restart: dirty_objects=$d"
