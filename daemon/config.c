@@ -586,7 +586,9 @@ struct suggest {
 static void suggest_add(void *arg, const char *cand, const char *value)
 {
 	struct suggest *s = arg;
-	size_t d = distance(s->key, cand);
+	size_t la = strlen(s->key), lb = strlen(cand);
+	/* the length difference is a lower bound of the edit distance */
+	size_t d = (la > lb ? la - lb : lb - la) >= s->dist ? s->dist : distance(s->key, cand);
 
 	(void)value;
 	if (d < s->dist) {
@@ -604,6 +606,8 @@ static void unknown_key(struct parse_ctx *x, const char *section, const char *ke
 	struct suggest s = {.key = key, .dist = 3};
 	char mean[96] = "";
 
+	if (x->rc && (x->err_line == 0 || x->line == 0 || x->err_line <= x->line))
+		return;   /* fail() keeps an earlier error: spare the suggestions */
 	if (keys) {
 		for (const struct kdesc *d = keys; d->name; d++)
 			suggest_add(&s, d->name, NULL);
