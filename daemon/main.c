@@ -273,6 +273,10 @@ static int resolve_image(struct tierd *d, const struct tierd_image_cfg *ic,
 			return -EINVAL;
 		}
 		d->n_rbd++;
+		tlog(d, TIER_LOG_INFO, "image %s: rbd %s/%s header rbd_header.%s locked "
+		     "(rbd_lock, cookie '%s') and watched by client.%llu",
+		     ic->name, d->cfg->rados_base_pool, rname, rb->id, rb->cookie,
+		     (unsigned long long)rb->client_id);
 		snprintf(prefix, TIER_OID_MAX, "%s", rb->object_prefix);
 		*size = rb->size;
 		return 0;
@@ -502,6 +506,17 @@ static void schedule_tick(struct tierd *d)
 		return;
 	}
 	ms = tier_engine_tick(d->engine);
+#if HAVE_RADOS
+	for (size_t i = 0; i < d->n_rbd; i++) {
+		int rc = tier_rbd_keep_watch(&d->rbd[i]);
+
+		if (rc)
+			tlog(d, rc > 0 ? TIER_LOG_WARN : TIER_LOG_ERROR,
+			     "image %s: the watch on rbd_header.%s was lost; %s%s",
+			     d->rbd[i].name, d->rbd[i].id, rc > 0 ? "watching again" :
+			     "re-watching failed, retrying: ", rc > 0 ? "" : strerror(-rc));
+	}
+#endif
 	uv_timer_start(&d->tick_timer, on_tick, ms ? ms : 1, 0);
 	maybe_ready(d);
 }

@@ -12,10 +12,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rados/librados.h>
@@ -38,7 +40,8 @@
 #define F_DIRTY_CACHE     (1ull << 11)
 
 #define CEPH_NOSNAP       ((uint64_t)-2)
-#define LOCK_NAME         "tierd"
+#define LOCK_NAME         "rbd_lock"   /* librbd's RBD_LOCK_NAME */
+#define LEGACY_LOCK_NAME  "tierd"      /* before tierd took rbd_lock */
 
 /* Features that only librbd keeps right, in the order `rbd feature disable` wants. */
 static const struct {
@@ -128,9 +131,30 @@ static int cls_call(rados_ioctx_t io, const char *oid, const char *method,
 	return 0;
 }
 
-/* ---- the lock ---- */
+/* ---- the lock and the watch ---- */
+/*
+ * As librbd's exclusive lock looks (librbd/ManagedLock, cls_lock): lock
+ * "rbd_lock" on rbd_header.<id>, exclusive, cookie "auto <watch handle>",
+ * held by the client that also watches the header.  The cookie goes on with
+ * " tierd:<host>:<boot id>:<pid>", which librbd ignores when it parses the
+ * handle and which lets a restarted tierd on the same host recognise a lock
+ * of a killed predecessor.  The tag is empty (rados_lock_exclusive), not
+ * librbd's "internal": a librbd client that finds the lock (exclusive-lock
+ * enabled behind tierd's back) then says "locked by external tool" and
+ * fails, instead of asking tierd, which cannot hand an image over, to
+ * release it.  The description says "tierd serving this image (pid N)".
+ */
+struct tier_rbd_watch {
+	rados_ioctx_t io;
+	char oid[96];
+	uint64_t handle;
+	atomic_int lost;           /* errno from the watch error callback, 0 = fine */
+	struct timespec last_try;  /* of a re-watch: at most one per REWATCH_S */
+};
 
-static void make_cookie(char *out, size_t cap)
+#define REWATCH_S 5
+
+static void make_ident(char *out, size_t cap)
 {
 	char host[64] = "unknown", boot[64] = "";
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -146,70 +170,113 @@ static void make_cookie(char *out, size_t cap)
 	snprintf(out, cap, "tierd:%s:%s:%ld", host, boot, (long)getpid());
 }
 
-/* A lock of ours left by a process of this host and boot that no longer exists. */
+/*
+ * A lock of a tierd of this host and boot that no longer exists: the
+ * cookie is "auto <handle> tierd:host:boot:pid", or "tierd:host:boot:pid"
+ * as versions before the rbd_lock wrote it (lock "tierd").
+ */
 static bool cookie_is_stale(const char *cookie)
 {
-	char mine[160], prefix[160];
-	const char *pidpart;
+	char prefix[160];
+	const char *id = strstr(cookie, "tierd:"), *pidpart;
 	long pid;
 
-	make_cookie(mine, sizeof(mine));
-	/* same "tierd:host:boot:" prefix as ours, so the pid is meaningful here */
-	snprintf(prefix, sizeof(prefix), "%s", mine);
-	*strrchr(prefix, ':') = '\0';
-	if (strncmp(cookie, prefix, strlen(prefix)) != 0 || cookie[strlen(prefix)] != ':')
+	if (!id || (id != cookie && id[-1] != ' '))
 		return false;
-	pidpart = cookie + strlen(prefix) + 1;
+	make_ident(prefix, sizeof(prefix));
+	/* same "tierd:host:boot:" prefix as ours, so the pid is meaningful here */
+	*strrchr(prefix, ':') = '\0';
+	if (strncmp(id, prefix, strlen(prefix)) != 0 || id[strlen(prefix)] != ':')
+		return false;
+	pidpart = id + strlen(prefix) + 1;
 	pid = strtol(pidpart, NULL, 10);
 	if (pid <= 0 || pid == (long)getpid())
 		return false;
 	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
-/* Describe who holds the lock; if it is a dead tierd of this host, break it (1). */
+/*
+ * Describe who holds lock `name`; if it is a dead tierd of this host, break
+ * it (1); nobody holds it (1); else -EBUSY with the holder in err.
+ */
 static int inspect_holder(rados_ioctx_t io, const char *oid, const char *pool,
-			  char *err, size_t errlen)
+			  const char *image, const char *name, char *err, size_t errlen)
 {
-	char tag[128], clients[256], cookies[256], addrs[256];
+	char tag[128], clients[256], cookies[256], addrs[256], mine[160];
 	size_t tl = sizeof(tag), cl = sizeof(clients), kl = sizeof(cookies), al = sizeof(addrs);
 	int exclusive = 0;
 	ssize_t n;
 
-	n = rados_list_lockers(io, oid, LOCK_NAME, &exclusive, tag, &tl, clients, &cl,
+	n = rados_list_lockers(io, oid, name, &exclusive, tag, &tl, clients, &cl,
 			       cookies, &kl, addrs, &al);
-	if (n < 0) {
+	if (n < 0 && n != -ENOENT) {
 		snprintf(err, errlen, "lock on %s/%s is busy and its holder cannot be listed: %s",
 			 pool, oid, strerror((int)-n));
 		return (int)n;
 	}
-	if (n == 0)
+	if (n <= 0)
 		return 1;     /* released meanwhile: try again */
 	if (cookie_is_stale(cookies)) {
-		int rc = rados_break_lock(io, oid, LOCK_NAME, clients, cookies);
+		int rc = rados_break_lock(io, oid, name, clients, cookies);
 
 		if (rc == 0 || rc == -ENOENT)
 			return 1;
 	}
-	snprintf(err, errlen,
-		 "image is in use: header %s/%s is locked by %s at %s (cookie %s); "
-		 "one tierd per image. If that process is gone, run: "
-		 "rados -p %s lock break %s %s %s --lock-cookie %s",
-		 pool, oid, clients, addrs, cookies, pool, oid, LOCK_NAME, clients, cookies);
+	make_ident(mine, sizeof(mine));
+	if (strstr(cookies, " tierd:") && strcmp(strstr(cookies, " tierd:") + 1, mine) == 0)
+		snprintf(err, errlen, "image header %s/%s is already open in this process "
+			 "(two images name RBD image %s)", pool, oid, image);
+	else if (strcmp(name, LOCK_NAME) == 0)
+		snprintf(err, errlen,
+			 "image is in use: header %s/%s is locked by %s at %s (cookie '%s'); "
+			 "one tierd per image (rbd lock ls %s/%s; rbd status %s/%s). "
+			 "If that process is gone, run: rbd lock rm %s/%s '%s' %s",
+			 pool, oid, clients, addrs, cookies, pool, image, pool, image,
+			 pool, image, cookies, clients);
+	else
+		snprintf(err, errlen,
+			 "image is in use: header %s/%s is locked by %s at %s (cookie %s, an "
+			 "older tierd's lock '%s'); one tierd per image. If that process is gone, "
+			 "run: rados -p %s lock break %s %s %s --lock-cookie %s",
+			 pool, oid, clients, addrs, cookies, name, pool, oid, name, clients, cookies);
 	return -EBUSY;
 }
 
-static int take_lock(rados_ioctx_t io, const char *oid, const char *pool,
-		     char *err, size_t errlen)
+static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
+		     void *data, size_t len)
 {
-	char cookie[160], desc[200];
+	struct tier_rbd_watch *w = arg;
+
+	(void)notifier_id;
+	(void)data;
+	(void)len;
+	/* header updates from librbd (resize, feature changes...): acknowledge, so
+	 * the notifier does not wait for its timeout; tierd reads nothing from it */
+	rados_notify_ack(w->io, w->oid, notify_id, handle, NULL, 0);
+}
+
+static void watch_err_cb(void *arg, uint64_t handle, int err)
+{
+	struct tier_rbd_watch *w = arg;
+
+	(void)handle;
+	atomic_store(&w->lost, err ? err : -ENOTCONN);
+}
+
+static int take_lock(rados_ioctx_t io, const char *oid, const char *pool, const char *image,
+		     struct tier_rbd_image *img, char *err, size_t errlen)
+{
+	char ident[160], desc[200];
 	int rc = -EBUSY;
 
-	make_cookie(cookie, sizeof(cookie));
+	make_ident(ident, sizeof(ident));
+	snprintf(img->cookie, sizeof(img->cookie), "auto %" PRIu64 " %s",
+		 img->watch->handle, ident);
 	snprintf(desc, sizeof(desc), "tierd serving this image (pid %ld)", (long)getpid());
 	for (int attempt = 0; attempt < 3; attempt++) {
-		rc = rados_lock_exclusive(io, oid, LOCK_NAME, cookie, desc, NULL, 0);
+		rc = rados_lock_exclusive(io, oid, LOCK_NAME, img->cookie, desc, NULL, 0);
 		if (rc == 0)
-			return 0;
+			break;
 		if (rc == -EEXIST) {
 			snprintf(err, errlen, "image header %s/%s is already open in this process",
 				 pool, oid);
@@ -219,11 +286,50 @@ static int take_lock(rados_ioctx_t io, const char *oid, const char *pool,
 			snprintf(err, errlen, "cannot lock %s/%s: %s", pool, oid, strerror(-rc));
 			return rc;
 		}
-		rc = inspect_holder(io, oid, pool, err, errlen);
+		rc = inspect_holder(io, oid, pool, image, LOCK_NAME, err, errlen);
 		if (rc < 0)
 			return rc;
+		rc = -EBUSY;
 	}
-	return -EBUSY;
+	if (rc < 0)
+		return rc;
+	/* an older tierd (lock "tierd") may serve it still */
+	rc = inspect_holder(io, oid, pool, image, LEGACY_LOCK_NAME, err, errlen);
+	if (rc < 0) {
+		rados_unlock(io, oid, LOCK_NAME, img->cookie);
+		return rc;
+	}
+	return 0;
+}
+
+static int watch_header(rados_ioctx_t io, const char *oid, struct tier_rbd_watch *w)
+{
+	atomic_store(&w->lost, 0);
+	return rados_watch2(io, oid, &w->handle, watch_cb, watch_err_cb, w);
+}
+
+int tier_rbd_keep_watch(struct tier_rbd_image *img)
+{
+	struct tier_rbd_watch *w = img ? img->watch : NULL;
+	struct timespec now;
+	uint64_t old;
+	int rc;
+
+	if (!w || atomic_load(&w->lost) == 0)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (w->last_try.tv_sec && now.tv_sec - w->last_try.tv_sec < REWATCH_S)
+		return 0;
+	w->last_try = now;
+	old = w->handle;
+	rados_unwatch2(w->io, old);
+	rc = watch_header(w->io, w->oid, w);
+	if (rc < 0) {
+		atomic_store(&w->lost, rc);
+		return rc;
+	}
+	/* the lock keeps the first handle in its cookie: rbd status shows the new one */
+	return 1;
 }
 
 /* ---- feature and layout checks ---- */
@@ -383,6 +489,7 @@ int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 		  struct tier_rbd_image *out, char *err, size_t errlen)
 {
 	struct tier_rbd_image img;
+	struct tier_rbd_watch *w = NULL;
 	rados_ioctx_t io = NULL;
 	char hdr[96];
 	int rc;
@@ -407,27 +514,51 @@ int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 	rc = resolve(io, pool, image, &img, hdr, sizeof(hdr), err, errlen);
 	if (rc < 0)
 		goto out;
-	rc = take_lock(io, hdr, pool, err, errlen);
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s/%s: out of memory", pool, image);
+		goto out;
+	}
+	w->io = io;
+	snprintf(w->oid, sizeof(w->oid), "%s", hdr);
+	rc = watch_header(io, hdr, w);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot watch %s/%s: %s", pool, hdr, strerror(-rc));
+		free(w);
+		w = NULL;
+		goto out;
+	}
+	img.watch = w;
+	img.client_id = rados_get_instance_id(tier__rados_cluster(r));
+	rc = take_lock(io, hdr, pool, image, &img, err, errlen);
 	if (rc < 0)
 		goto out;
 	*out = img;
+	return 0;
 out:
+	if (w) {
+		rados_unwatch2(io, w->handle);
+		rados_watch_flush(tier__rados_cluster(r));
+		free(w);
+	}
 	if (io)
 		rados_ioctx_destroy(io);
 	return rc;
 }
 
-void tier_rbd_close(struct tier_rados *r, const char *pool, const struct tier_rbd_image *img)
+void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_image *img)
 {
-	rados_ioctx_t io = NULL;
-	char hdr[96], cookie[160];
+	struct tier_rbd_watch *w;
 
-	if (!r || !pool || !img || !img->id[0])
+	(void)pool;
+	if (!r || !img || !img->watch)
 		return;
-	if (rados_ioctx_create(tier__rados_cluster(r), pool, &io) < 0)
-		return;
-	snprintf(hdr, sizeof(hdr), "rbd_header.%s", img->id);
-	make_cookie(cookie, sizeof(cookie));
-	rados_unlock(io, hdr, LOCK_NAME, cookie);
-	rados_ioctx_destroy(io);
+	w = img->watch;
+	rados_unlock(w->io, w->oid, LOCK_NAME, img->cookie);
+	rados_unwatch2(w->io, w->handle);
+	rados_watch_flush(tier__rados_cluster(r));
+	rados_ioctx_destroy(w->io);
+	free(w);
+	img->watch = NULL;
 }

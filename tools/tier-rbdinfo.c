@@ -71,9 +71,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("name=%s\nid=%s\nobject_prefix=%s\nsize=%" PRIu64 "\norder=%u\n"
-	       "object_size=%llu\nfeatures=0x%" PRIx64 "\nlocked=yes\n",
+	       "object_size=%llu\nfeatures=0x%" PRIx64 "\nclient=client.%" PRIu64
+	       "\ncookie=%s\nlocked=yes\n",
 	       img.name, img.id, img.object_prefix, img.size, img.order,
-	       1ull << img.order, img.features);
+	       1ull << img.order, img.features, img.client_id, img.cookie);
 	fflush(stdout);
 	if (hold)
 		sleep(hold);

@@ -35,6 +35,7 @@ int tier_store_rados_create(struct tier_rados *r, const char *pool, const char *
 			    struct tier_cq *cq, struct tier_store **out);
 
 /* An RBD format-2 image of a pool, resolved through the rbd object class. */
+struct tier_rbd_watch;
 struct tier_rbd_image {
 	char name[128];
 	char id[64];
@@ -42,17 +43,31 @@ struct tier_rbd_image {
 	uint64_t size;
 	unsigned order;            /* object size = 1 << order */
 	uint64_t features;
+	/* while open: the header lock and watch, as `rbd lock ls` / `rbd status` show them */
+	char cookie[200];          /* "auto <watch handle> tierd:<host>:<boot>:<pid>" */
+	uint64_t client_id;        /* the lock holder and watcher: client.<client_id> */
+	struct tier_rbd_watch *watch;
 };
 /*
- * Resolve image in pool and take the exclusive "tierd" lock on its header.
- * -ENOENT (no such image), -ENOTSUP (a feature tierd cannot keep right; err
- * says which `rbd feature disable` to run), -EBUSY (locked; err names the
- * holder).  Blocking: call at start-up only.
+ * Resolve image in pool, watch its header (rados_watch2, so `rbd status`
+ * lists tierd as a watcher) and take the exclusive lock "rbd_lock" on it
+ * with an "auto <watch handle> ..." cookie (so `rbd lock ls` shows who
+ * serves it, as it shows librbd's exclusive lock).  -ENOENT (no
+ * such image), -ENOTSUP (a feature tierd cannot keep right; err says which
+ * `rbd feature disable` to run), -EBUSY (locked; err names the holder).
+ * Blocking: call at start-up only.
  */
 int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 		  struct tier_rbd_image *out, char *err, size_t errlen);
-/* Release the lock taken by tier_rbd_open. */
-void tier_rbd_close(struct tier_rados *r, const char *pool, const struct tier_rbd_image *img);
+/*
+ * Re-establish a header watch that librados reported lost (call now and
+ * then from the owning thread; cheap when nothing was lost).  1 if it
+ * re-watched, 0 if nothing to do, -errno if re-watching failed (retried at
+ * the next call).
+ */
+int tier_rbd_keep_watch(struct tier_rbd_image *img);
+/* Release the lock and the watch taken by tier_rbd_open. */
+void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_image *img);
 
 #ifdef __cplusplus
 }

@@ -22,8 +22,12 @@
 #             (see SLACK) while writing, within the target once the agent has
 #             caught up, and the export equals what was written
 #   refuse    object-map image (names `rbd feature disable`), a second tierd on
-#             a served image (names the holder), a wrong keyring (names the
-#             monitors and the cephx id): tierd exits non-zero
+#             a served image (names the holder; refused by the RADOS lock
+#             before it creates a socket, and with the first one's socket
+#             paths, without touching them), a wrong keyring (names the
+#             monitors and the cephx id): tierd exits non-zero; while tierd
+#             serves, `rbd lock ls` and `rbd status` name its client, and
+#             after it stops neither does
 # Environment: CEPH_CONF (required; exit 77 when unset), TIERD, TIERCTL.
 # CT_SECTIONS="io restart mix agent refuse outage" selects sections (default all).
 set -euo pipefail
@@ -494,6 +498,29 @@ refused() {
 	fi
 }
 
+# owner NAME IMAGE: what tierd NAME logged as its lock cookie and client is
+# what `rbd lock ls` and `rbd status` show for IMAGE (issue 13 item 7)
+owner() {
+	local name=$1 image=$2 line cid cookie handle
+	line=$(grep -F "image disk: rbd base/$image header rbd_header." "$WORK/$name.log" | tail -1)
+	cid=$(echo "$line" | sed -n 's/.* watched by \(client\.[0-9]*\)$/\1/p')
+	cookie=$(echo "$line" | sed -n "s/.*(rbd_lock, cookie '\(.*\)') and watched by .*/\1/p")
+	handle=$(echo "$cookie" | sed -n 's/^auto \([0-9]*\) tierd:.*/\1/p')
+	R 30 rbd lock ls "base/$image" >"$WORK/$name.lockls" 2>&1 || true
+	R 30 rbd status "base/$image" >"$WORK/$name.status" 2>&1 || true
+	if [ -n "$cid" ] && [ -n "$handle" ] && [ "${cookie##*:}" = "$TPID" ] &&
+	   grep -qE "^$cid +$cookie " "$WORK/$name.lockls"; then
+		ok "rbd lock ls names tierd (pid $TPID): $(grep -E "^$cid " "$WORK/$name.lockls")"
+	else
+		bad "rbd lock ls does not name tierd's $cid '$cookie': $line / $(cat "$WORK/$name.lockls")"
+	fi
+	if grep -qE "watcher=[^ ]+ $cid cookie=$handle\$" "$WORK/$name.status"; then
+		ok "rbd status lists tierd as the watcher: $(grep watcher= "$WORK/$name.status" | tr -d '\t')"
+	else
+		bad "rbd status does not list $cid cookie=$handle: $(cat "$WORK/$name.status")"
+	fi
+}
+
 section_refuse() {
 	log "== refuse: object-map image, second tierd, wrong keyring"
 	new_image "$T-om" 8M layering,exclusive-lock,object-map,fast-diff
@@ -501,18 +528,44 @@ section_refuse() {
 	refused om "object-map image refused" "rbd feature disable base/$T-om" "object-map"
 
 	if [ -n "${MIX_PID:-}" ] && kill -0 "$MIX_PID" 2>/dev/null; then
-		write_conf second "$T-mix"
-		refused second "second tierd on a served image" "is locked by client." ":$MIX_PID"
 		TPID=$MIX_PID
-		stop
-		MIX_PID=
+		first=mix img="$T-mix"
 	else
 		new_image "$T-two" 8M
 		write_conf first "$T-two"
 		start first
-		write_conf second "$T-two"
-		refused second "second tierd on a served image" "is locked by client." ":$TPID"
-		stop
+		first=first img="$T-two"
+	fi
+	owner "$first" "$img"
+	# a second tierd with its own sockets: refused by the lock before it
+	# creates any of them (issue 12 item 4)
+	write_conf second "$img"
+	refused second "second tierd on a served image" "is locked by client." ":$TPID'" \
+		"rbd lock ls base/$img"
+	if [ ! -e "$WORK/second.sock" ] && [ ! -e "$WORK/second.asok" ]; then
+		ok "the refused second tierd created neither its NBD nor its admin socket"
+	else
+		bad "the refused second tierd left $(ls "$WORK"/second.* | tr '\n' ' ')"
+	fi
+	# the same config as the first (same socket paths): the lock refuses it
+	# first, so the message is the lock's and the live sockets stay
+	cp "$WORK/$first.conf" "$WORK/same.conf"
+	refused same "second tierd with the first one's config" "is locked by client." ":$TPID'"
+	if ! grep -q "refusing to take it over\|admin socket" "$WORK/same.log" && [ -S "$WORK/$first.sock" ] &&
+	   R 10 nbdinfo --size "$(uri "$first")" >/dev/null 2>&1 &&
+	   ctl "$first" perf dump >/dev/null 2>&1; then
+		ok "refused before the sockets: no socket message, the first tierd still serves NBD and admin"
+	else
+		bad "second tierd with the same config: $(cat "$WORK/same.log")"
+	fi
+	stop
+	MIX_PID=
+	R 30 rbd lock ls "base/$img" >"$WORK/after.lockls" 2>&1 || true
+	R 30 rbd status "base/$img" >"$WORK/after.status" 2>&1 || true
+	if ! grep -q "exclusive lock" "$WORK/after.lockls" && ! grep -q "watcher=" "$WORK/after.status"; then
+		ok "after SIGTERM neither rbd lock ls nor rbd status shows tierd"
+	else
+		bad "lock or watch left after stop: $(cat "$WORK/after.lockls" "$WORK/after.status")"
 	fi
 
 	R 30 ceph-authtool --create-keyring "$WORK/bad.keyring" --gen-key -n client.admin >/dev/null
