@@ -150,6 +150,8 @@ struct tier_rbd_watch {
 	uint64_t handle;
 	atomic_int lost;           /* errno from the watch error callback, 0 = fine */
 	struct timespec last_try;  /* of a re-watch: at most one per REWATCH_S */
+	rados_completion_t pending;   /* a re-watch in flight (never blocks the caller) */
+	uint64_t new_handle;
 };
 
 #define REWATCH_S 5
@@ -311,25 +313,52 @@ static int watch_header(rados_ioctx_t io, const char *oid, struct tier_rbd_watch
 int tier_rbd_keep_watch(struct tier_rbd_image *img)
 {
 	struct tier_rbd_watch *w = img ? img->watch : NULL;
+	rados_completion_t c;
 	struct timespec now;
-	uint64_t old;
 	int rc;
 
-	if (!w || atomic_load(&w->lost) == 0)
+	if (!w)
+		return 0;
+	if (w->pending) {
+		if (!rados_aio_is_complete(w->pending))
+			return 0;
+		rc = rados_aio_get_return_value(w->pending);
+		rados_aio_release(w->pending);
+		w->pending = NULL;
+		if (rc < 0) {
+			atomic_store(&w->lost, rc);
+			return rc;
+		}
+		/* the lock keeps the first handle in its cookie: rbd status shows the new one */
+		w->handle = w->new_handle;
+		return 1;
+	}
+	if (atomic_load(&w->lost) == 0)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (w->last_try.tv_sec && now.tv_sec - w->last_try.tv_sec < REWATCH_S)
 		return 0;
 	w->last_try = now;
-	old = w->handle;
-	rados_unwatch2(w->io, old);
-	rc = watch_header(w->io, w->oid, w);
+	/* asynchronous both: with the OSD unreachable the caller's loop must go on */
+	if (rados_aio_create_completion2(NULL, NULL, &c) == 0) {
+		rados_aio_unwatch(w->io, w->handle, c);
+		rados_aio_release(c);   /* librados keeps it until the unwatch is done */
+	}
+	rc = rados_aio_create_completion2(NULL, NULL, &w->pending);
 	if (rc < 0) {
+		w->pending = NULL;
+		return rc;
+	}
+	atomic_store(&w->lost, 0);
+	rc = rados_aio_watch2(w->io, w->oid, w->pending, &w->new_handle, watch_cb, watch_err_cb,
+			      0, w);
+	if (rc < 0) {
+		rados_aio_release(w->pending);
+		w->pending = NULL;
 		atomic_store(&w->lost, rc);
 		return rc;
 	}
-	/* the lock keeps the first handle in its cookie: rbd status shows the new one */
-	return 1;
+	return 0;
 }
 
 /* ---- feature and layout checks ---- */
@@ -555,6 +584,13 @@ void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_imag
 	if (!r || !img || !img->watch)
 		return;
 	w = img->watch;
+	if (w->pending) {
+		rados_aio_wait_for_complete(w->pending);
+		if (rados_aio_get_return_value(w->pending) == 0)
+			w->handle = w->new_handle;
+		rados_aio_release(w->pending);
+		w->pending = NULL;
+	}
 	rados_unlock(w->io, w->oid, LOCK_NAME, img->cookie);
 	rados_unwatch2(w->io, w->handle);
 	rados_watch_flush(tier__rados_cluster(r));
