@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -30,6 +31,7 @@
 #endif
 
 #include "daemon/admin.h"
+#include "daemon/check.h"
 #include "daemon/prometheus.h"
 #include "daemon/config.h"
 #include "daemon/layout.h"
@@ -851,6 +853,30 @@ static int do_reload(struct tierd *d, char *err, size_t errlen, char *pend, size
 	return 0;
 }
 
+/*
+ * Around a reload (SIGHUP or the admin socket): RELOADING=1 with the
+ * CLOCK_MONOTONIC time systemd's Type=notify-reload wants, then READY=1.
+ */
+static void notify_reloading(struct tierd *d)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	notify("RELOADING=1\nSTATUS=reloading %s\nMONOTONIC_USEC=%llu", d->cfg->path,
+	       (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+}
+
+static void notify_reloaded(struct tierd *d, const char *failure)
+{
+	size_t n = tier_engine_images(d->engine, NULL, 0);
+
+	if (failure)
+		notify("READY=1\nSTATUS=serving %zu image(s); reload failed, running config "
+		       "kept: %s", n, failure);
+	else
+		notify("READY=1\nSTATUS=serving %zu image(s)", n);
+}
+
 static void on_sighup(uv_signal_t *s, int signum)
 {
 	struct tierd *d = s->data;
@@ -859,14 +885,15 @@ static void on_sighup(uv_signal_t *s, int signum)
 	(void)signum;
 	if (d->stopping)
 		return;
-	notify("RELOADING=1");
-	if (do_reload(d, err, sizeof(err), pend, sizeof(pend)) < 0)
+	notify_reloading(d);
+	if (do_reload(d, err, sizeof(err), pend, sizeof(pend)) < 0) {
 		tlog(d, TIER_LOG_ERROR, "reload failed, keeping the running config: %s", err);
-	else
+		notify_reloaded(d, err);
+	} else {
 		tlog(d, TIER_LOG_INFO, "reloaded %s%s%s", d->cfg->path,
 		     pend[0] ? "; waiting for a restart: " : "", pend);
-	notify("READY=1\nSTATUS=serving %zu image(s)",
-	       tier_engine_images(d->engine, NULL, 0));
+		notify_reloaded(d, NULL);
+	}
 }
 
 static void on_stop_signal(uv_signal_t *s, int signum)
@@ -897,11 +924,14 @@ static int hook_reload(void *arg, char *err, size_t errlen)
 {
 	struct tierd *d = arg;
 	char pend[1024];
-	int rc = do_reload(d, err, errlen, pend, sizeof(pend));
+	int rc;
 
+	notify_reloading(d);
+	rc = do_reload(d, err, errlen, pend, sizeof(pend));
 	if (rc < 0)
 		tlog(d, TIER_LOG_ERROR, "reload failed, keeping the running config: %s", err);
-	else
+	notify_reloaded(d, rc < 0 ? err : NULL);
+	if (rc >= 0)
 		snprintf(err, errlen, "%s", pend);
 	return rc;
 }
@@ -1029,9 +1059,12 @@ static int start(struct tierd *d)
 		return rc;
 	if ((rc = tier_cq_create(cq_notify, d, &d->cq)) < 0)
 		return rc;
+	notify("STATUS=opening the %s pools", c->backend == TIERD_BACKEND_LOCAL ? "local" :
+	       "rados");
 	rc = c->backend == TIERD_BACKEND_LOCAL ? create_local_stores(d) : create_rados_stores(d);
 	if (rc < 0)
 		return rc;
+	notify("STATUS=checking the images, layout records and stranded cache objects");
 	if ((rc = resolve_all(d, &rv)) < 0 || (rc = layout_check(d, &rv)) < 0 ||
 	    (rc = stranded_check(d, &rv)) < 0)
 		return rc;
@@ -1079,6 +1112,7 @@ static int start(struct tierd *d)
 		tierd_prom_set_timeout(d->prom, c->client_timeout_ms);
 		tlog(d, TIER_LOG_INFO, "prometheus metrics on http://%s/metrics", c->prometheus);
 	}
+	notify("STATUS=listening; loading the cache maps of %zu image(s)", rv.n);
 	start_handles(d);
 	schedule_tick(d);
 	return 0;
@@ -1196,7 +1230,9 @@ static void usage(FILE *f)
 		"       tierd --config FILE --stranded list|flush|drop [--force]\n"
 		"  -c, --config FILE   configuration file (INI; see tierd.conf.example)\n"
 		"  -f, --foreground    run in the foreground (always; for systemd)\n"
-		"  -n, --check         parse the configuration, report errors and exit\n"
+		"  -n, --check         parse the configuration, probe its paths, sockets,\n"
+		"                      addresses, TLS and Ceph files, report and exit\n"
+		"                      (0 fine, 78 a problem)\n"
 		"  --stranded ACTION   offline (tierd not running): cache objects of images\n"
 		"                      not in the config or past their end: list them, flush\n"
 		"                      their dirty data to the base pool and remove them, or\n"
@@ -1249,8 +1285,14 @@ int main(int argc, char **argv)
 	}
 	d.log_level = d.cfg->log_level;
 	if (check) {
-		printf("%s: OK\n", path);
+		/* the file parses; now what the start needs from this machine */
+		rc = tierd_check_probe(d.cfg, stdout, stderr);
 		tierd_config_free(d.cfg);
+		if (rc) {
+			fprintf(stderr, "tierd: %s: %d problem(s): a start would fail\n", path, rc);
+			return TIERD_EXIT_CONFIG;
+		}
+		printf("%s: OK\n", path);
 		return 0;
 	}
 	if (stranded) {
