@@ -47,4 +47,22 @@ set +e
 meson test -C "$build" --suite ceph --print-errorlogs "$@"
 rc=$?
 set -e
+# The RADOS walk of docs/OPERATIONS.md as written (deploy/doc-test.sh rados),
+# with the installed package (deploy/package-test.sh installs it) and this
+# cluster's config as /etc/ceph/ceph.conf (an existing one is never replaced).
+if [ "$rc" = 0 ] && [ "${TIER_DOCTEST_RADOS:-1}" = 1 ]; then
+	if ! dpkg-query -W -f='${Status}' tierd 2>/dev/null | grep -q "ok installed"; then
+		echo "ceph-test: the tierd package is not installed: the RADOS doc-test was NOT run"
+	elif [ -e /etc/ceph/ceph.conf ] || [ "$(id -u)" != 0 ]; then
+		echo "ceph-test: /etc/ceph/ceph.conf exists or not root: the RADOS doc-test was NOT run"
+	else
+		mkdir -p /etc/ceph
+		install -m 0644 "$dir/ceph.conf" /etc/ceph/ceph.conf
+		set +e
+		"$root/deploy/doc-test.sh" rados
+		rc=$?
+		set -e
+		rm -f /etc/ceph/ceph.conf /etc/ceph/ceph.client.tierd.keyring
+	fi
+fi
 exit "$rc"

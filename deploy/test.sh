@@ -43,6 +43,17 @@ else
 	echo "test.sh: TIER_FUZZ_SECONDS=0: the bounded libFuzzer run was NOT done"
 fi
 
+# The Debian package, built, installed on this machine and checked, and the
+# walk of docs/OPERATIONS.md run as written (deploy/package-test.sh; root,
+# or sudo: it installs the package and makes a system user).
+if [ "${TIER_TEST_SKIP_PACKAGE:-0}" = 1 ]; then
+	echo "test.sh: TIER_TEST_SKIP_PACKAGE=1: the package test and the doc-test were NOT run"
+elif [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; then
+	deploy/package-test.sh
+else
+	echo "test.sh: not root and no sudo: the package test and the doc-test were NOT run"
+fi
+
 if [ "${TIER_TEST_SKIP_CEPH:-0}" = 1 ]; then
 	echo "test.sh: TIER_TEST_SKIP_CEPH=1: the ceph suite was NOT run"
 	exit 0

@@ -41,8 +41,15 @@ SO_PASSCRED = getattr(socket, "SO_PASSCRED", 16)
 SCM_CREDENTIALS = getattr(socket, "SCM_CREDENTIALS", 2)
 
 
+PROCS = []      # every tierd started, killed on failure
+
+
 def fail(msg):
     print("FAIL: " + msg, file=sys.stderr)
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     try:
         with open(LOG) as f:
             print("---- tierd log (tail) ----\n" + "".join(f.readlines()[-30:]),
@@ -161,6 +168,7 @@ def start(n):
     with open(LOG, "a") as log:
         proc = subprocess.Popen([TIERD, "--config", CONF], env=env, stderr=log)
     n.pid = proc.pid
+    PROCS.append(proc)
     return proc
 
 
