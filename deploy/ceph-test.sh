@@ -59,7 +59,7 @@ if [ "$rc" = 0 ] && [ "${TIER_DOCTEST_RADOS:-1}" = 1 ]; then
 		mkdir -p /etc/ceph
 		install -m 0644 "$dir/ceph.conf" /etc/ceph/ceph.conf
 		set +e
-		"$root/deploy/doc-test.sh" rados
+		TIER_DOCTEST_TIMEOUT=${TIER_DOCTEST_TIMEOUT:-300} "$root/deploy/doc-test.sh" rados
 		rc=$?
 		set -e
 		rm -f /etc/ceph/ceph.conf /etc/ceph/ceph.client.tierd.keyring
