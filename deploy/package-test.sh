@@ -5,9 +5,9 @@
 # walk of docs/OPERATIONS.md as written (deploy/doc-test.sh local: install
 # deps, dpkg-buildpackage -us -uc -b, apt-get install of the .deb, tierd
 # --check of the shipped config as the tierd user, an image served, written
-# and read with qemu-io, tierctl status, SIGTERM), then checks what the
-# package put on the machine.  The package stays installed (the ceph suite's
-# doc-test uses it).
+# and read with qemu-io, tierctl status, SIGTERM) and its quick start
+# (doc-test quick), then checks what the package put on the machine.  The
+# package stays installed (the ceph suite's doc-test uses it).
 #
 # Usage: deploy/package-test.sh        Env: as deploy/doc-test.sh
 set -euo pipefail
@@ -28,6 +28,8 @@ $SUDO rm -rf /var/lib/tierd
 
 export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-"nocheck parallel=$(nproc)"}
 "$top/deploy/doc-test.sh" local
+# the quick start of "Running", with the installed binaries in PATH
+"$top/deploy/doc-test.sh" quick
 
 # ---- what the package installed
 ver=$(dpkg-parsechangelog -l "$top/debian/changelog" -S Version)
