@@ -3,6 +3,8 @@
 # Coverage-guided fuzzing of tierd's decoders with clang's libFuzzer.
 #
 # Usage: tests/fuzz/run-libfuzzer.sh [SECONDS] [TARGET...]
+#   The long mode, one target at a time at the lowest priority:
+#     FUZZ_RUNS=10000000 nice -n 19 tests/fuzz/run-libfuzzer.sh 21600 hitset
 #   SECONDS  run time per target (default 60)
 #   TARGET   meta hitset params config trace nbd (default: all)
 # Env:
@@ -11,6 +13,10 @@
 #                           executions instead of SECONDS (docs/SECURITY.md
 #                           reports FUZZ_RUNS=10000000); SECONDS is then
 #                           only a safety cap (default 6 h)
+#   FUZZ_RSS_MB=N           libFuzzer's -rss_limit_mb and -malloc_limit_mb
+#                           (default 2048): the memory cap.  `ulimit -v`
+#                           does not work with ASan, which reserves ~20 TiB
+#                           of virtual address space for its shadow
 #   FUZZ_UPDATE_CORPUS=1    merge what was found, minimised, into
 #                           tests/fuzz/corpus/<target>/ (review, then commit)
 #
@@ -74,6 +80,7 @@ for t in $targets; do
 	rc=0
 	# shellcheck disable=SC2086
 	"$exe" $dict -max_total_time="$secs" ${want_runs:+-runs=$want_runs} -print_final_stats=1 \
+		-rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb="${FUZZ_RSS_MB:-2048}" \
 		-artifact_prefix="$art/" "$work" "$seeds" >"$log" 2>&1 || rc=$?
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
