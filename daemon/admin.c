@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "daemon/admin-internal.h"
+#include "daemon/log.h"
 
 struct admin_conn {
 	uv_pipe_t pipe;
@@ -29,6 +30,7 @@ struct admin_conn {
 	size_t len;
 	unsigned handles;        /* open: pipe and timer */
 	bool close_after_write, paused;
+	struct ucred cred;       /* the peer (SO_PEERCRED), for the audit lines */
 };
 
 static void on_rate_timer(uv_timer_t *t)
@@ -183,9 +185,18 @@ static void conn_run_lines(struct admin_conn *conn)
 	       (nl = memchr(conn->buf, '\n', conn->len)) != NULL) {
 		struct jbuf out = {0};
 		size_t used = (size_t)(nl - conn->buf) + 1;
+		char copy[ADMIN_MAX_LINE];
+		bool audit;
+
 		*nl = '\0';
 		conn_touch(conn);
+		audit = conn->a->hooks.log && tierd_audit_wanted(conn->buf);
+		if (audit)
+			memcpy(copy, conn->buf, used);   /* run_line cuts it into words */
 		tierd_admin_run_line(conn->a, conn->buf, &out);
+		if (audit)
+			tierd_audit(conn->a->hooks.log, conn->a->hooks.arg, conn->cred.uid,
+				    conn->cred.pid, copy, out.p ? out.p : "", out.len);
 		conn_answer(conn, &out);
 		memmove(conn->buf, conn->buf + used, conn->len - used);
 		conn->len -= used;
@@ -213,16 +224,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 }
 
 /* Only the daemon's own user or root may talk to it, whatever the file mode. */
-static bool peer_allowed(uv_pipe_t *p)
+static bool peer_allowed(uv_pipe_t *p, struct ucred *cred)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
+	socklen_t len = sizeof(*cred);
 	uv_os_fd_t fd;
 
 	if (uv_fileno((uv_handle_t *)p, &fd) < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) < 0)
 		return false;
-	return cred.uid == 0 || cred.uid == geteuid();
+	return cred->uid == 0 || cred->uid == geteuid();
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -239,7 +249,7 @@ static void on_connection(uv_stream_t *server, int status)
 	uv_pipe_init(a->loop, &conn->pipe, 0);
 	conn->pipe.data = a;
 	a->open_handles++;
-	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 || !peer_allowed(&conn->pipe) ||
+	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 || !peer_allowed(&conn->pipe, &conn->cred) ||
 	    a->n_conns >= ADMIN_MAX_CONNS) {
 		uv_close((uv_handle_t *)&conn->pipe, on_handle_closed);
 		return;

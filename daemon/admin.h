@@ -25,6 +25,8 @@ struct tierd_admin_hooks {
 	/* Optional (NULL = none): the base (which 0) or cache (1) store, for the
 	 * per-pool counters in `perf dump`. */
 	struct tier_store *(*store)(void *arg, int which);
+	/* Optional: where the audit lines of state-changing commands go (daemon/log.c). */
+	tier_log_fn log;
 };
 
 struct tierd_admin;

@@ -35,6 +35,7 @@
 #include "daemon/prometheus.h"
 #include "daemon/config.h"
 #include "daemon/layout.h"
+#include "daemon/log.h"
 #include "daemon/nbd.h"
 #include "tier/engine.h"
 #include "tier/store.h"
@@ -86,6 +87,15 @@ static void tierd_log_cb(void *arg, enum tier_log_level lvl, const char *msg)
 		fprintf(stderr, "<%d>%s\n", prio[l], msg);
 	else
 		fprintf(stderr, "tierd: %s: %s\n", names[l], msg);
+}
+
+/* The engine's failure records: journald fields under systemd (daemon/log.c). */
+static void tierd_log_rec_cb(void *arg, const struct tier_log_rec *r)
+{
+	const struct tierd *d = arg;
+
+	if ((int)r->lvl <= d->log_level)
+		tierd_log_emit(d->journal, r);
 }
 
 static void tlog(struct tierd *d, enum tier_log_level lvl, const char *fmt, ...)
@@ -1042,11 +1052,13 @@ static int start(struct tierd *d)
 		.err = nbd_err,
 		.errlen = sizeof(nbd_err),
 	};
-	struct tier_engine_opts eo = { .log = tierd_log_cb, .log_arg = d };
+	struct tier_engine_opts eo = { .log = tierd_log_cb, .log_arg = d,
+				       .log_rec = tierd_log_rec_cb };
 	struct tierd_admin_hooks hooks = {
 		.arg = d, .engine = hook_engine, .config = hook_config,
 		.reload = hook_reload, .set_params = hook_set_params,
 		.store = hook_store,
+		.log = tierd_log_cb,
 	};
 	const struct tierd_config *c = d->cfg;
 	static struct resolved rv;
@@ -1276,7 +1288,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	d.journal = getenv("JOURNAL_STREAM") != NULL;
+	d.journal = tierd_log_under_journal();
 	rc = tierd_config_load(path, &d.cfg, err, sizeof(err));
 	if (rc < 0) {
 		tlog(&d, TIER_LOG_ERROR, "%s", err[0] ? err : strerror(-rc));

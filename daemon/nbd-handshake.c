@@ -2,7 +2,8 @@
 /*
  * daemon/nbd-handshake.c - NBD listeners and the fixed newstyle handshake.
  * Decides which options a client may negotiate (EXPORT_NAME, ABORT, LIST,
- * INFO, GO, STRUCTURED_REPLY, STARTTLS; everything else NBD_REP_ERR_UNSUP),
+ * INFO, GO, STRUCTURED_REPLY, STARTTLS, LIST/SET_META_CONTEXT in nbd-status.c;
+ * everything else NBD_REP_ERR_UNSUP),
  * whether it must upgrade to TLS first (tls = require: NBD_REP_ERR_TLS_REQD)
  * and what it learns about each export.  Input that breaks the handshake framing (bad
  * magic, unknown client flags, absurd option lengths) closes that connection
@@ -122,6 +123,12 @@ static int opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t reply,
 	return conn_send2(c, &h, sizeof(h), data, len);
 }
 
+int nbd__opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t reply, const void *data,
+		   size_t len)
+{
+	return opt_reply(c, opt, reply, data, len);
+}
+
 static int opt_error(struct nbd_conn *c, uint32_t opt, uint32_t reply, const char *msg)
 {
 	return opt_reply(c, opt, reply, msg, strlen(msg));
@@ -168,6 +175,7 @@ void nbd__handshake_finish(struct nbd_conn *c, struct nbd_export *x)
 		uv_timer_stop(&c->hs_timer);
 	c->exp = x;
 	c->state = NBD_CS_REQ_HDR;
+	nbd__log_conn_open(c);
 }
 
 /* ---- options ---- */
@@ -300,6 +308,8 @@ static int opt_starttls(struct nbd_conn *c, uint32_t len)
 	if (opt_reply(c, NBD_OPT_STARTTLS, NBD_REP_ACK, NULL, 0) < 0)
 		return -1;
 	c->structured = false;
+	c->meta_exp = NULL;     /* contexts too (nbd-status.c) */
+	c->meta_alloc = false;
 	rc = nbd__tls_start(c);
 	if (rc < 0) {
 		nbd__conn_close(c, "cannot start TLS");
@@ -345,6 +355,9 @@ static int opt_handle(struct nbd_conn *c, uint32_t opt, const uint8_t *data, uin
 					 "STRUCTURED_REPLY takes no data") < 0 ? -1 : 1;
 		c->structured = true;
 		return opt_reply(c, opt, NBD_REP_ACK, NULL, 0) < 0 ? -1 : 1;
+	case NBD_OPT_LIST_META_CONTEXT:
+	case NBD_OPT_SET_META_CONTEXT:
+		return nbd__opt_meta_context(c, opt, data, len);
 	default:
 		return opt_error(c, opt, NBD_REP_ERR_UNSUP, "option not supported") < 0 ? -1 : 1;
 	}

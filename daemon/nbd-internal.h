@@ -122,6 +122,10 @@ struct nbd_conn {
 	struct nbd_conn *out_next;
 	bool out_listed;
 	struct nbd_tls_conn *tls;    /* after STARTTLS (nbd-tls.c), else NULL */
+	/* nbd-status.c: base:allocation selected for meta_exp */
+	struct nbd_export *meta_exp;
+	bool meta_alloc;
+	char peer[96];               /* nbd-log.c: who, for the connection lines */
 };
 
 struct nbd_listener {
@@ -208,6 +212,27 @@ bool nbd__global_over(const struct nbd_server *s);
 void nbd__bytes_release(struct nbd_server *s, uint64_t n);
 /* A WRITE payload started (on) or ended (off): its transmission deadline. */
 void nbd__payload_deadline(struct nbd_conn *c, bool on);
+
+/* nbd-handshake.c: an option reply (-1: the connection is closing). */
+int nbd__opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t reply, const void *data,
+		   size_t len);
+
+/* nbd.c, for nbd-status.c: a pooled buffer (freed with the request), the reply. */
+void *nbd__buf_get(struct nbd_server *s, uint32_t len, unsigned *cls);
+void nbd__req_reply(struct nbd_req *r, uint32_t err);
+
+/* nbd-status.c: metadata contexts and NBD_CMD_BLOCK_STATUS */
+int nbd__opt_meta_context(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint32_t len);
+/* A context was selected for the export being served. */
+bool nbd__status_allowed(const struct nbd_conn *c);
+/* Ask the engine; the reply follows (r->count becomes the payload length). */
+void nbd__status_submit(struct nbd_req *r);
+/* The structured reply header of a successful BLOCK_STATUS. */
+void nbd__status_reply_hdr(struct nbd_req *r);
+
+/* nbd-log.c: connection lines (INFO) with the peer and the export. */
+void nbd__log_conn_open(struct nbd_conn *c);
+void nbd__log_conn_closed(struct nbd_conn *c);
 
 /* nbd-tls.c: the transport.  Without STARTTLS these are the plain stream. */
 /* Load the credentials o names (tls != off); err says why it failed. */

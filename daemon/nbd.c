@@ -64,6 +64,11 @@ static void *buf_get(struct nbd_server *s, uint32_t len, unsigned *cls)
 	return p;
 }
 
+void *nbd__buf_get(struct nbd_server *s, uint32_t len, unsigned *cls)
+{
+	return buf_get(s, len, cls);
+}
+
 static void buf_put(struct nbd_server *s, void *p, unsigned k)
 {
 	struct nbd_freebuf *fb = p;
@@ -243,7 +248,9 @@ static void req_reply(struct nbd_req *r, uint32_t err)
 		req_release(r);
 		return;
 	}
-	if (c->structured && r->cmd == NBD_CMD_READ) {
+	if (c->structured && r->cmd == NBD_CMD_BLOCK_STATUS && !err) {
+		nbd__status_reply_hdr(r);    /* nbd-status.c */
+	} else if (c->structured && r->cmd == NBD_CMD_READ) {
 		struct nbd_structured_reply *h = &r->hdr.sr.h;
 
 		h->magic = htobe32(NBD_STRUCTURED_REPLY_MAGIC);
@@ -292,6 +299,11 @@ static void req_reply(struct nbd_req *r, uint32_t err)
 		return;
 	}
 	c->writes_pending++;
+}
+
+void nbd__req_reply(struct nbd_req *r, uint32_t err)
+{
+	req_reply(r, err);
 }
 
 static void req_done(struct tier_request *t, int result)
@@ -352,7 +364,11 @@ static uint32_t req_check(const struct nbd_conn *c, const struct nbd_req *r)
 	case NBD_CMD_READ: case NBD_CMD_WRITE: case NBD_CMD_TRIM:
 	case NBD_CMD_WRITE_ZEROES: case NBD_CMD_CACHE: case NBD_CMD_FLUSH:
 		break;
-	default:   /* includes BLOCK_STATUS: no meta context is ever negotiated */
+	case NBD_CMD_BLOCK_STATUS:   /* only with base:allocation selected (nbd-status.c) */
+		if (!nbd__status_allowed(c))
+			return NBD_EINVAL;
+		break;
+	default:
 		return NBD_EINVAL;
 	}
 	if (r->flags & ~NBD_CMD_FLAGS_KNOWN)
@@ -454,7 +470,10 @@ static int conn_request(struct nbd_conn *c, const struct nbd_request *h)
 		c->in_bytes += r->charge;
 		c->s->bytes_in_flight += r->charge;
 	}
-	req_submit(r);
+	if (r->cmd == NBD_CMD_BLOCK_STATUS)
+		nbd__status_submit(r);
+	else
+		req_submit(r);
 	return c->closing ? -1 : 0;
 }
 
@@ -614,6 +633,7 @@ static void conn_close_cb(uv_handle_t *h)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->n_conns--;
+	nbd__log_conn_closed(c);
 	nbd__tls_free(c);
 	free(c->rbuf);
 	free(c);

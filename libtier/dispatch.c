@@ -89,6 +89,17 @@ void tier__ext_pool_fini(struct tier_engine *e)
 
 void tier__ext_finish(struct tier_engine *e, struct tier__ext *x, int err)
 {
+	if (x->req && err < 0 && err != -EROFS && err != -EINVAL) {
+		/* what the client will see: the pool of the piece's last store op */
+		char oid[TIER_OID_MAX];
+
+		tier__oid(x->img, TIER__KEY_OBJNO(x->obj->key), oid);
+		tier__log_fail(e, TIER_LOG_ERROR, tier__el_of_req(x->type), x->img, oid,
+			       tier_store_op_store(&x->op), err,
+			       "; returned to the client (offset %llu, %u bytes)",
+			       (unsigned long long)(TIER__KEY_OBJNO(x->obj->key) *
+						    e->p.object_size + x->off), x->len);
+	}
 	if (x->req)
 		tier__req_put(e, x->req, err);
 	e->exts_inflight--;

@@ -417,6 +417,7 @@ uint64_t tier_engine_tick(struct tier_engine *e)
 	tier__agent_hot_expire(e);
 	cache_probe(e);
 	tier__agent_run(e);
+	tier__log_flush_suppressed(e);
 	if (e->n_unsync > 4096 && tier__eng_now_ms(e) >= e->sync_bg_pause_until_ms)
 		tier__sync_background(e);
 	tier__deliver(e);

@@ -53,6 +53,16 @@ enum {
 struct tier__ext;
 struct tier__sync_wait;
 
+/* Failure lines per op (log.c): the rate limit's window. */
+enum { TIER__EL_READ = 0, TIER__EL_WRITE, TIER__EL_TRIM, TIER__EL_ZEROES, TIER__EL_FLUSH,
+       TIER__EL_CACHE, TIER__EL_PROMOTE, TIER__EL_EVICT, TIER__EL_FILL,
+       TIER__EL_BLOCK_STATUS, TIER__EL_N };
+struct tier__elog {
+	uint64_t start_ms;
+	uint32_t lines;
+	uint64_t suppressed;
+};
+
 /* One object of the map: kept at 64 bytes (see tier_engine_bytes_per_object). */
 struct tier__obj {
 	uint64_t key;
@@ -226,6 +236,7 @@ struct tier_engine {
 	char **hs_names;                /* archived hitset objects, oldest first */
 	size_t n_hs_names;
 	bool hs_loading;
+	struct tier__elog elog[TIER__EL_N];   /* log.c */
 };
 
 /* engine.c */
@@ -363,5 +374,20 @@ int tier__hitsets_archive_now(struct tier_engine *e);
 
 /* image.c */
 void tier__image_free(struct tier_image *img);
+
+/* log.c */
+/*
+ * One failure line (rate-limited per op, see tier_log_rec): "<op> of <oid>
+ * failed: <ENAME> (<text>) [image I, pool P]" and fmt appended.  img, oid
+ * and pool may be NULL.
+ */
+void tier__log_fail(struct tier_engine *e, enum tier_log_level lvl, int op,
+		    const struct tier_image *img, const char *oid,
+		    const struct tier_store *pool, int err, const char *fmt, ...)
+	__attribute__((format(printf, 8, 9)));
+/* Ops whose window ended with lines suppressed: say how many (from the tick). */
+void tier__log_flush_suppressed(struct tier_engine *e);
+/* TIER__EL_* of a tier_req_type (or TIER__REQ_FILL). */
+int tier__el_of_req(int type);
 
 #endif

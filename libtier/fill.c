@@ -124,6 +124,14 @@ static void fill_done(struct tier__job *j, bool ok)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 
+	if (!ok && j->err && j->err != -ECANCELED) {   /* ECANCELED: a guard, not a fault */
+		char oid[TIER_OID_MAX];
+
+		tier__oid(j->img, TIER__KEY_OBJNO(o->key), oid);
+		tier__log_fail(e, TIER_LOG_WARN, TIER__EL_FILL, j->img, oid,
+			       j->step == FILL_BARRIER || j->step == FILL_READ ? e->base : e->cache,
+			       j->err, "; the extents stay invalid in the cache");
+	}
 	fill_end(j, ok);
 	tier__obj_kick(e, o);
 	tier__deliver(e);
@@ -304,6 +312,7 @@ static void fill_cb(struct tier_store_op *op)
 	case FILL_BARRIER:
 		/* the barrier object never exists: ENOENT is the expected answer */
 		if (r < 0 && r != -ENOENT) {
+			j->err = r;
 			fill_done(j, false);
 			return;
 		}
@@ -353,6 +362,7 @@ static void fill_cb(struct tier_store_op *op)
 				tier__cache_error(e, r);
 				o->flags |= TIER__OF_VUNK;
 			}
+			j->err = r;
 			fill_done(j, false);
 			return;
 		}

@@ -55,13 +55,13 @@ static void flush_end(struct tier__job *j, bool failed)
 	if (failed) {
 		e->st.flush_failed++;
 		e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
-		/* at most one line per agent pause: the agent rests after a failure */
+		/* the agent rests after a failure; the lines are rate-limited too */
 		char oid[TIER_OID_MAX];
 
 		tier__oid(j->img, TIER__KEY_OBJNO(o->key), oid);
-		tier__log(e, TIER_LOG_WARN, "flush of %s (image %s) failed: %s; it stays dirty "
-			  "and is retried", oid, tier_image_name(j->img),
-			  j->err ? strerror(-j->err) : "no base write could start");
+		tier__log_fail(e, TIER_LOG_WARN, TIER__EL_FLUSH, j->img, oid, e->base,
+			       j->err ? j->err : -EIO, "; it stays dirty and is retried%s",
+			       j->err ? "" : " (no base write could start)");
 	}
 	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
 	e->agent_flushing--;
@@ -522,6 +522,8 @@ static void evict_cb(struct tier_store_op *op)
 	} else {
 		e->st.evict_failed++;
 		if (r != -ECANCELED) {
+			tier__log_fail(e, TIER_LOG_WARN, TIER__EL_EVICT, j->img, op->oid, e->cache,
+				       r, "; the copy stays cached");
 			tier__cache_error(e, r);
 			e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
 		}

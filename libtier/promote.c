@@ -104,8 +104,15 @@ static void promote_done(struct tier__job *j, bool ok)
 	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
 	e->n_promoting--;
 	e->promoting_bytes -= o->len;
-	if (!ok)
+	if (!ok) {
+		char oid[TIER_OID_MAX];
+
 		e->st.promote_failed++;
+		tier__oid(j->img, TIER__KEY_OBJNO(o->key), oid);
+		tier__log_fail(e, TIER_LOG_WARN, TIER__EL_PROMOTE, j->img, oid,
+			       j->step == PROMOTE_WRITE ? e->cache : e->base,
+			       j->err ? j->err : -EIO, "; the object stays uncached");
+	}
 	if (j->waiter)
 		tier__ext_finish(e, j->waiter, 0);
 	tier__job_free(j);
@@ -124,6 +131,7 @@ static void promote_cb(struct tier_store_op *op)
 	if (j->step == PROMOTE_BARRIER) {
 		/* the barrier object never exists: ENOENT is the expected answer */
 		if (r < 0 && r != -ENOENT) {
+			j->err = r;
 			promote_done(j, false);
 			return;
 		}
@@ -140,6 +148,7 @@ static void promote_cb(struct tier_store_op *op)
 			r = 0;
 		}
 		if (r < 0) {
+			j->err = r;
 			promote_done(j, false);
 			return;
 		}
@@ -178,6 +187,7 @@ static void promote_cb(struct tier_store_op *op)
 		if (r != -EEXIST && r != -EINVAL)
 			tier__cache_error(e, r);
 		o->flags |= TIER__OF_STALE;
+		j->err = r;
 		promote_done(j, false);
 		return;
 	}

@@ -27,6 +27,30 @@ enum tier_log_level { TIER_LOG_ERROR = 0, TIER_LOG_WARN, TIER_LOG_INFO, TIER_LOG
 typedef void (*tier_log_fn)(void *arg, enum tier_log_level lvl, const char *msg);
 typedef uint64_t (*tier_clock_fn)(void *arg);   /* monotonic nanoseconds */
 
+/*
+ * A failure worth an operator's attention, with its fields apart (libtier/
+ * log.c): a client-visible error, a failed flush, promote, evict or fill.
+ * msg is the whole line (it names the same fields); the others may be NULL
+ * (err 0).  Valid only during the call.  These are rate-limited per op: at
+ * most TIER_LOG_BURST lines per op in TIER_LOG_WINDOW_MS, then one line
+ * saying how many were suppressed.
+ */
+struct tier_log_rec {
+	enum tier_log_level lvl;
+	const char *msg;
+	const char *op;        /* "read", "write", "trim", "write_zeroes", "flush",
+				  "promote", "evict", "fill", "block_status" */
+	const char *image;
+	const char *object;    /* the object's name in its pool */
+	const char *pool;      /* the pool's name */
+	int err;               /* positive errno */
+};
+typedef void (*tier_log_rec_fn)(void *arg, const struct tier_log_rec *rec);
+#define TIER_LOG_BURST      10
+#define TIER_LOG_WINDOW_MS  10000
+/* "EIO", "ENOSPC"... for err or -err; "E?" for an unknown value. */
+const char *tier_errno_name(int err);
+
 struct tier_engine;
 struct tier_image;
 
@@ -38,6 +62,8 @@ struct tier_engine_opts {
 	void *log_arg;
 	tier_clock_fn clock;         /* NULL = CLOCK_MONOTONIC */
 	void *clock_arg;
+	/* Failures as records (same log_arg); NULL: their msg goes to log. */
+	tier_log_rec_fn log_rec;
 };
 
 /* -EINVAL (bad params, missing store), -ENOMEM.  *out NULL on failure. */
@@ -128,6 +154,33 @@ struct tier_request {
  * the image end, len 0 for data ops, unknown type) and then cb will NOT run.
  */
 int tier_image_submit(struct tier_image *img, struct tier_request *req);
+
+/* ---- block status (libtier/status.c) ---- */
+enum {
+	TIER_EXTENT_HOLE = 1u << 0,  /* in neither pool: no cache copy, no base object */
+	TIER_EXTENT_ZERO = 1u << 1,  /* reads as zeros */
+};
+struct tier_extent {
+	uint64_t len;
+	uint32_t flags;              /* TIER_EXTENT_*; 0 = data (or cannot tell) */
+};
+/* ext[0..n) covers [off, off + sum of lengths), consecutive; valid during the call. */
+typedef void (*tier_block_status_cb)(void *arg, int result, const struct tier_extent *ext,
+				     size_t n);
+#define TIER_BLOCK_STATUS_MAX_OBJS 256   /* objects one call looks at */
+/*
+ * Which parts of [off, off+len) hold data.  The answer starts at off and
+ * may stop short of off+len (at most TIER_BLOCK_STATUS_MAX_OBJS objects);
+ * adjacent extents with the same flags are merged.  A hole is reported only
+ * for an object the map does not know whose base object is absent (or past
+ * the base object's end); everything uncertain is data.  A write
+ * acknowledged before this call is never hidden in a hole; one racing with
+ * it may or may not be seen.  cb runs later, never inside this call, with
+ * result 0.  Returns -EINVAL (len 0, range past the end, closed image, no
+ * cb) or -ENOMEM, and then cb will NOT run.
+ */
+int tier_image_block_status(struct tier_image *img, uint64_t off, uint64_t len,
+			    tier_block_status_cb cb, void *arg);
 
 /* ---- admin ---- */
 /* Flush (and for evict also drop) every cached object of img (NULL = all images).

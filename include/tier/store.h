@@ -195,6 +195,8 @@ int tier_store_fail(struct tier_store *st, struct tier_store_op *op, int err);
 void tier__store_complete(struct tier_store_op *op, int result);
 
 const char *tier_store_pool_name(const struct tier_store *st);
+/* The store op was last submitted to (NULL if never): for failure reports. */
+const struct tier_store *tier_store_op_store(const struct tier_store_op *op);
 const char *tier_store_backend_name(const struct tier_store *st);
 void tier_store_list_free(char **names, size_t n);
 /*

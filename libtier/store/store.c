@@ -107,6 +107,11 @@ void tier_store_destroy(struct tier_store *st)
 	free(st);
 }
 
+const struct tier_store *tier_store_op_store(const struct tier_store_op *op)
+{
+	return op->store;
+}
+
 const char *tier_store_pool_name(const struct tier_store *st)
 {
 	return st->pool;
