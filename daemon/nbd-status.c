@@ -157,6 +157,7 @@ static void status_done(void *arg, int result, const struct tier_extent *ext, si
 	nbd__req_reply(r, 0);
 }
 
+/* Called where req_submit calls the engine (its thread). */
 void nbd__status_submit(struct nbd_req *r)
 {
 	struct nbd_conn *c = r->c;

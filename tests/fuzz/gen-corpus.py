@@ -218,6 +218,14 @@ READ, WRITE, DISC, FLUSH, TRIM, CACHE, WZ, BS = range(8)
 FLAGS = struct.pack(">I", 3)   # FIXED_NEWSTYLE | NO_ZEROES
 
 
+def meta_ctx(o, name, queries):
+    n = name.encode()
+    d = struct.pack(">I", len(n)) + n + struct.pack(">I", len(queries))
+    for q in queries:
+        d += struct.pack(">I", len(q)) + q
+    return opt(o, d)
+
+
 def client_hello():
     """A real TLS ClientHello (Python's ssl over memory BIOs)."""
     import ssl
@@ -261,6 +269,16 @@ def gen_nbd():
         "bad-flags": struct.pack(">I", 0x80),
         "oversize": FLAGS + go("fuzz") + req(READ, 0, 64 << 20) +
         req(WRITE, 0, 64 << 20) + b"junk",
+        # metadata contexts (nbd-status.c): before and after STRUCTURED_REPLY,
+        # malformed, then BLOCK_STATUS good and bad, around writes
+        "block-status": FLAGS + meta_ctx(10, "fuzz", [b"base:allocation"]) + opt(8) +
+        meta_ctx(9, "fuzz", []) + meta_ctx(9, "", [b"base:"]) + opt(10, b"\0\0\0\0\xff") +
+        meta_ctx(10, "nope", [b"base:allocation"]) +
+        meta_ctx(10, "fuzz", [b"x:y", b"base:allocation"]) + go("fuzz") +
+        req(BS, 0, 1 << 20, cookie=1) + req(WRITE, 8192, 4096, cookie=2, payload=b"b" * 4096) +
+        req(BS, 0, 65536, flags=8, cookie=3) + req(BS, 0, 0, cookie=4) +
+        req(BS, (1 << 20) - 512, 1024, cookie=5) + req(BS, 4096, 4096, flags=0x40, cookie=6) +
+        req(TRIM, 0, 65536, cookie=7) + req(BS, 0, 0xFFFFFFFF, cookie=8) + req(DISC),
         # the server runs tls = on (PSK): STARTTLS, then TLS records
         "starttls-hello": FLAGS + opt(5) + client_hello(),
         "starttls-garbage": FLAGS + opt(5) + b"\x16\x03\x01\x40\x00" + b"\x01" * 64,

@@ -92,8 +92,13 @@ for i in $(seq 1 50); do [ -S "$WORK/journal/socket" ] && break; sleep 0.1; done
 mkdir "$WORK/data/base/$bad"
 : > "$WORK/stderr"
 js=$(stat -c '%d:%i' "$WORK/stderr")
-unshare -m bash -c "mkdir -p /run/systemd/journal 2>/dev/null || mount -t tmpfs tmpfs /run/systemd
-	mkdir -p /run/systemd/journal
+# only inside the namespace: the stand-in socket dir over journald's (or, on
+# a machine without one, a private /run holding it)
+unshare -m bash -c "set -e
+	if [ ! -d /run/systemd/journal ]; then
+		mount -t tmpfs tmpfs /run
+		mkdir -p /run/systemd/journal
+	fi
 	mount --bind '$WORK/journal' /run/systemd/journal
 	JOURNAL_STREAM=$js exec '$TIERD' --config '$CONF'" 2>>"$WORK/stderr" &
 TIERD_PID=$!

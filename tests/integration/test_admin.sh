@@ -197,7 +197,7 @@ if command -v chattr > /dev/null && chattr +i "$dir/data/base" 2>/dev/null; then
 	[ $rc = 1 ] && echo "$out" | grep -q "flush is failing" && [ $((t1 - t0)) -lt 60 ] &&
 		ok "flush --wait fails fast while flushes fail ($((t1 - t0)) s)" ||
 		fail "flush --wait with a refusing base pool: rc $rc after $((t1 - t0)) s: $out"
-	grep -q "flush of $fobj (image disk0) failed" "$dir/tierd.log" &&
+	grep -qF "flush of $fobj failed: EPERM (Operation not permitted) [image disk0, pool base]" "$dir/tierd.log" &&
 		ok "the failed flush is logged with object, image and error" || fail "failed flush not logged"
 	ctl flush --wait --timeout=60 > /dev/null && ok "flush --wait succeeds once base is fixed" ||
 		fail "flush --wait after fixing base"
