@@ -89,7 +89,8 @@ void tier__ext_pool_fini(struct tier_engine *e)
 
 void tier__ext_finish(struct tier_engine *e, struct tier__ext *x, int err)
 {
-	if (x->req && err < 0 && err != -EROFS && err != -EINVAL) {
+	if (x->req && err < 0 && err != -EROFS && err != -EINVAL &&
+	    (e->o.log || e->o.log_rec)) {
 		/* what the client will see: the pool of the piece's last store op */
 		char oid[TIER_OID_MAX];
 
