@@ -186,24 +186,26 @@ size_t tier__popcount(const uint64_t *w, size_t nwords)
 	return n;
 }
 
+/*
+ * Bytes of o's extents set in w: whole extents below o->len, plus the part of
+ * a last extent o->len cuts.  A popcount per word: this runs four times per
+ * state change, i.e. per cache write (a loop per set bit cost a quarter of a
+ * write's CPU with 1024 extents).
+ */
 static uint64_t bits_bytes(const struct tier_engine *e, const struct tier__obj *o,
 			   const uint64_t *w)
 {
-	uint64_t b = 0;
-	uint64_t es = e->p.extent_size;
+	uint64_t es = e->p.extent_size, n = 0, tail = o->len % es;
+	size_t nfull = (size_t)(o->len / es), i;
 
-	for (size_t i = 0; i < e->nwords; i++) {
-		uint64_t v = w[i];
-		while (v) {
-			size_t bit = i * 64 + (size_t)__builtin_ctzll(v);
-			uint64_t start = bit * es, end = start + es;
-			v &= v - 1;
-			if (start >= o->len)
-				continue;
-			b += (end > o->len ? o->len : end) - start;
-		}
-	}
-	return b;
+	for (i = 0; i < nfull / 64; i++)
+		n += (uint64_t)__builtin_popcountll(w[i]);
+	if (nfull % 64)
+		n += (uint64_t)__builtin_popcountll(w[i] & ((1ull << (nfull % 64)) - 1));
+	n *= es;
+	if (tail && ((w[nfull / 64] >> (nfull % 64)) & 1))
+		n += tail;
+	return n;
 }
 
 uint64_t tier__obj_cached_bytes(const struct tier_engine *e, const struct tier__obj *o)

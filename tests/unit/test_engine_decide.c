@@ -431,6 +431,52 @@ static void test_over_target_proxies_writes(void **state)
 }
 
 /*
+ * The byte accounting of extent bitmaps (objmap.c bits_bytes): whole extents
+ * on both sides of a 64-bit word boundary, and the last object of an image
+ * cut inside an extent counts only the bytes up to the image's end.
+ */
+static void test_extent_bytes_across_words_and_partial_tail(void **state)
+{
+	struct tier_params p;
+	const uint64_t os = 1024 * 1024, tail_len = 70 * 4096 + 123;
+	env_params(&p);
+	p.object_size = os;   /* 256 extents: four bitmap words */
+	p.target_max_bytes = 64 * os;
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.cache_min_evict_age = 1000000;
+	p.cache_min_flush_age = 1000000;
+	struct env *v = calloc(1, sizeof(*v));
+	(void)state;
+
+	assert_non_null(v);
+	v->now_ns = 1000000000ull;
+	v->p = p;
+	v->isz = 3 * os + tail_len;   /* the fourth object ends inside extent 70 */
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &(struct tier_mem_opts){ 0 }, v->cq,
+					       &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &(struct tier_mem_opts){ 0 }, v->cq,
+					       &v->cache), 0);
+	assert_int_equal(env_engine(v), 1);
+
+	/* extents 62..65 of object 0: across the boundary of words 0 and 1 */
+	assert_int_equal(env_write(v, 62 * 4096, 4 * 4096, 1), 0);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 4 * 4096);
+	assert_int_equal(s.dirty_bytes, 4 * 4096);
+	/* the whole last object: 70 extents and 123 bytes of the 71st */
+	assert_int_equal(env_write(v, 3 * os, tail_len, 2), 0);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 4 * 4096 + tail_len);
+	assert_int_equal(s.dirty_bytes, 4 * 4096 + tail_len);
+	/* rewriting the tail extent alone changes nothing */
+	assert_int_equal(env_write(v, 3 * os + 70 * 4096, 123, 3), 0);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 4 * 4096 + tail_len);
+	env_free(v);
+}
+
+/*
  * Extent mode over target: a write to a cached object that only touches
  * extents the cache does not hold goes to base (the cache would otherwise
  * grow without bound); one mixing held and new extents lands in the cache.
@@ -856,6 +902,7 @@ int main(void)
 		cmocka_unit_test(test_extent_write_miss_never_reads_base),
 		cmocka_unit_test(test_over_target_proxies_writes),
 		cmocka_unit_test(test_over_target_extent_new_extents_proxied),
+		cmocka_unit_test(test_extent_bytes_across_words_and_partial_tail),
 		cmocka_unit_test(test_admission_reserves_in_flight),
 		cmocka_unit_test(test_admission_reserves_queued_promotions),
 		cmocka_unit_test(test_race_write_during_promotion),
