@@ -41,6 +41,11 @@ void tier__fdc_destroy(struct tier__fdcache *f);
 int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct);
 /* Done with fd (from get, or newly opened): cache it; may close the LRU idle one. */
 void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int fd);
+/* The same with a byte the caller keeps with the cached descriptor (0 when
+ * it was not cached, or for a descriptor opened anew). */
+int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag);
+void tier__fdc_put_tag(struct tier__fdcache *f, const char *name, bool direct, int fd,
+		       uint8_t tag);
 /* The object was unlinked: close fd and every cached descriptor of name. */
 void tier__fdc_forget(struct tier__fdcache *f, const char *name, int fd);
 /* Close the least recently used idle descriptor: false if there is none. */

@@ -27,6 +27,7 @@ struct fdent {
 	struct fdent *prev, *next;    /* LRU: head = most recent */
 	int fd;
 	bool direct, busy;
+	uint8_t tag;                  /* the caller's note on the file (local_io.c) */
 	char name[];
 };
 
@@ -134,11 +135,12 @@ static int evict_one(struct tier__fdcache *f)
 	return -1;
 }
 
-int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct)
+int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag)
 {
 	struct fdent *e;
 	int fd = -ENOENT;
 
+	*tag = 0;
 	pthread_mutex_lock(&f->lock);
 	e = *slot(f, name, direct);
 	if (e && !e->busy) {
@@ -146,6 +148,7 @@ int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct)
 		lru_unlink(f, e);
 		lru_push(f, e);
 		fd = e->fd;
+		*tag = e->tag;
 		f->hits++;
 	} else {
 		f->misses++;
@@ -154,7 +157,20 @@ int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct)
 	return fd;
 }
 
+int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct)
+{
+	uint8_t tag;
+
+	return tier__fdc_get_tag(f, name, direct, &tag);
+}
+
 void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int fd)
+{
+	tier__fdc_put_tag(f, name, direct, fd, 0);
+}
+
+void tier__fdc_put_tag(struct tier__fdcache *f, const char *name, bool direct, int fd,
+		       uint8_t tag)
 {
 	struct fdent **p, *e;
 	int victim = -1;
@@ -165,10 +181,12 @@ void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int f
 		e = *p;
 		if (e->fd == fd) {          /* the entry we got: idle again */
 			e->busy = false;
+			e->tag = tag;
 			pthread_mutex_unlock(&f->lock);
 			return;
 		}
 		/* cannot happen under the stripe lock; keep the cached one */
+		e->tag = 0;
 		pthread_mutex_unlock(&f->lock);
 		close(fd);
 		return;
@@ -189,6 +207,7 @@ void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int f
 	e->fd = fd;
 	e->direct = direct;
 	e->busy = false;
+	e->tag = tag;
 	e->hnext = NULL;
 	*p = e;
 	lru_push(f, e);

@@ -112,6 +112,13 @@ struct opctx {
 	bool direct, created, meta_read;
 	bool nowait;                /* on the owner's thread: never block on the disk */
 	bool would_block;           /* nowait and the data was not at hand */
+	/*
+	 * The stored record is an xattr without pending ranges, as this store
+	 * last wrote or read it (kept with the cached descriptor): a write that
+	 * neither syncs nor orders need not read it first, as it would only
+	 * find that there is nothing to settle and no fallback to keep.
+	 */
+	bool rec_plain;
 	struct meta_rec m;
 };
 
@@ -482,10 +489,15 @@ static int meta_load(struct opctx *c)
 	c->m.fb_present = false;
 	c->m.fb_len = 0;
 	c->meta_read = true;
+	c->rec_plain = false;
 	if (!atomic_load(&L->sidecar_only)) {
 		n = fgetxattr(c->fd, META_XATTR, rec, sizeof(rec));
-		if (n >= 0)
-			return meta_parse(rec, (size_t)n, &c->m);
+		if (n >= 0) {
+			int rc = meta_parse(rec, (size_t)n, &c->m);
+
+			c->rec_plain = rc == 0 && !c->m.npend;
+			return rc;
+		}
 		if (xattr_unsupported(errno))
 			atomic_store(&L->sidecar_only, true);
 		else if (errno == ERANGE)
@@ -561,8 +573,10 @@ static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_
 		mtime_ns = tier__realtime_ns();
 	n = meta_encode(rec, &c->m, L->nonce, version, mtime_ns, meta, len);
 	c->meta_read = false;
+	c->rec_plain = false;
 	if (!atomic_load(&L->sidecar_only)) {
 		if (fsetxattr(c->fd, META_XATTR, rec, n, 0) == 0) {
+			c->rec_plain = !c->m.npend;
 			meta_note(c, version, mtime_ns, meta, len);
 			return durable ? sync_fd(c->L, c->fd, false) : 0;
 		}
@@ -705,11 +719,22 @@ static int obj_openat(struct opctx *c, int extra, mode_t mode)
 	return fd < 0 ? neg_errno() : fd;
 }
 
+/*
+ * rec_plain is kept with the descriptor only while one descriptor per file
+ * is cached (direct_io caches a second, O_DIRECT one) and records are xattrs.
+ */
+static bool rec_tag_ok(struct local_be *L)
+{
+	return !L->direct_io && !atomic_load(&L->sidecar_only);
+}
+
 /* The object's descriptor: cached, or opened (c->fd = -1 when absent). */
 static int obj_open(struct opctx *c)
 {
-	int fd = tier__fdc_get(c->L->fdc, c->enc, c->direct);
+	uint8_t tag;
+	int fd = tier__fdc_get_tag(c->L->fdc, c->enc, c->direct, &tag);
 
+	c->rec_plain = tag && rec_tag_ok(c->L);
 	if (fd < 0)
 		fd = obj_openat(c, 0, 0);
 	if (fd == -ENOENT)
@@ -726,7 +751,8 @@ static void obj_release(struct opctx *c)
 	if (c->op->opcode == TIER_STORE_REMOVE)
 		tier__fdc_forget(c->L->fdc, c->enc, c->fd);
 	else if (c->fd >= 0)
-		tier__fdc_put(c->L->fdc, c->enc, c->direct, c->fd);
+		tier__fdc_put_tag(c->L->fdc, c->enc, c->direct, c->fd,
+				  c->rec_plain && rec_tag_ok(c->L));
 	c->fd = -1;
 }
 
@@ -888,9 +914,11 @@ static int do_write(struct opctx *c)
 	bool fua = op->flags & TIER_STORE_F_FUA, meta = op->flags & TIER_STORE_F_META;
 	bool ordered = fua || (meta && (op->flags & TIER_STORE_F_ORDERED));
 	bool lazy = false;
+	bool plain = c->rec_plain && !op->pre_meta && !ordered;
 	int rc;
 
-	if (meta && c->fd >= 0 && !c->meta_read && (rc = meta_get(c)) < 0)
+	/* plain: c->m as zeroed stands for the stored record (rec_plain above) */
+	if (meta && c->fd >= 0 && !c->meta_read && !plain && (rc = meta_get(c)) < 0)
 		return rc;
 	/*
 	 * Settle: a pending range must not change under its CRC.  Data first,
@@ -1115,6 +1143,7 @@ int tier__local_run_inline(struct local_be *L, struct tier_store_op *op, bool *r
 {
 	struct opctx c = { .L = L, .op = op, .fd = -1, .nowait = true };
 	pthread_mutex_t *stripe;
+	uint8_t tag;
 	int rc;
 
 	*ran = false;
@@ -1123,7 +1152,8 @@ int tier__local_run_inline(struct local_be *L, struct tier_store_op *op, bool *r
 	stripe = &L->stripes[tier__hash_str(op->oid) % LOCAL_STRIPES];
 	if (pthread_mutex_trylock(stripe) != 0)
 		return 0;            /* a worker has an op on this stripe: queue behind */
-	c.fd = tier__fdc_get(L->fdc, c.enc, false);
+	c.fd = tier__fdc_get_tag(L->fdc, c.enc, false, &tag);
+	c.rec_plain = tag && rec_tag_ok(L);
 	if (c.fd < 0) {          /* opening is a directory lookup: a worker's job */
 		pthread_mutex_unlock(stripe);
 		return 0;

@@ -1197,6 +1197,41 @@ static void test_overwrite_of_pending_range_settles_first(void **state)
 	assert_int_equal(rec_format(e, "o"), 2);
 }
 
+/*
+ * A write hit skips reading the record when the store knows it holds no
+ * pending ranges (local_io.c rec_plain, kept with the cached descriptor).
+ * What it must not skip: a record that an F_ORDERED write made list a range
+ * since, through the same cached descriptor; the plain write after it must
+ * read it and keep the list (a write that believed the record plain would
+ * store format 1 and drop the range's fallback).
+ */
+static void test_plain_writes_after_an_ordered_one_keep_its_list(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | TIER_STORE_F_FUA, "m1", 1),
+			 4096);
+	assert_int_equal(put(e, "o", 0, buf, 4096, 0, "m2", 2), 4096);
+	assert_int_equal(put(e, "o", 4096, buf, 4096, 0, "m3", 3), 4096);
+	assert_int_equal(rec_format(e, "o"), 1);
+	assert_int_equal(put(e, "o", 8192, buf, 4096, ORD, "m4", 4), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	assert_int_equal(put(e, "o", 0, buf, 4096, 0, "m5", 5), 4096);
+	assert_int_equal(put(e, "o", 4096, buf, 4096, 0, "m6", 6), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);   /* the range of m4 still listed */
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_equal(meta, "m6");
+	/* a lost range falls back to m3, the meta before the first listed one */
+	close_store(e);
+	clobber(e, "o", 8192, 4096);
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_string_equal(meta, "m3");
+}
+
 static void test_sync_barrier_and_ordered_setmeta_drop_the_list(void **state)
 {
 	struct env *e = *state;
@@ -1404,6 +1439,7 @@ int main(void)
 		T(test_ordered_write_lists_range_and_keeps_it_after_restart),
 		T(test_lost_pending_data_falls_back_to_the_older_meta),
 		T(test_lost_pending_data_of_a_new_copy_removes_it),
+		T(test_plain_writes_after_an_ordered_one_keep_its_list),
 		T(test_overwrite_of_pending_range_settles_first),
 		T(test_sync_barrier_and_ordered_setmeta_drop_the_list),
 		T(test_ordered_sync_env_and_limits_sync_instead),
