@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libtier/image.c - images: open (and the start-up rebuild of the object map
- * from the cache pool listing and each object's tier.meta), close, and
+ * from the cache pool listing and each object's tier.meta: pages of a SCAN
+ * where the store does it, else a LIST and a STAT per object), close, and
  * request submission, which splits a request into per-object pieces and
  * completes it when the last piece is done, with the first error.  The
  * rebuild discards cache objects whose meta is missing, malformed or marked
@@ -17,7 +18,14 @@
 
 #include "libtier/engine_int.h"
 
-#define REBUILD_WINDOW 16
+#define REBUILD_WINDOW 16   /* STATs in flight (a store without SCAN) */
+/*
+ * SCAN: shards read in parallel (each reads the whole directory and keeps
+ * its share of the names: more shards cost directory reads) and entries
+ * per page (a page holds its names and metas, ~120 bytes an object).
+ */
+#define REBUILD_SHARDS 2
+#define REBUILD_PAGE   4096
 
 void tier__image_free(struct tier_image *img)
 {
@@ -97,19 +105,22 @@ static void rebuild_remove_cb(struct tier_store_op *op)
 	tier__deliver(img->e);
 }
 
-/* Adopt a listed cache object from its STAT (meta in j->meta). */
-static int rebuild_adopt(struct tier__job *j, uint64_t objno)
+/*
+ * Adopt a listed cache object from what a STAT (or a SCAN entry) said of
+ * it: its store version and meta.  scratch: 2 * nwords words (extent mode).
+ */
+static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t version,
+			 const void *meta, uint32_t meta_len, uint64_t *scratch)
 {
-	struct tier_engine *e = j->e;
-	struct tier_store_op *op = &j->op;
-	uint64_t *valid = j->snap, *dirty = j->snap ? j->snap + e->nwords : NULL;
+	struct tier_engine *e = img->e;
+	uint64_t *valid = scratch, *dirty = scratch ? scratch + e->nwords : NULL;
 	struct tier_meta m = { .valid = valid, .dirty = dirty };
 	struct tier__obj *o;
 	int rc;
 
-	if (e->nwords && !j->snap)
+	if (e->nwords && !scratch)
 		return -ENOMEM;
-	rc = tier_meta_decode(j->meta, op->meta_len_out, &m, e->nwords);
+	rc = tier_meta_decode(meta, meta_len, &m, e->nwords);
 	if (rc == -E2BIG)
 		return -ENOTSUP;   /* another extent geometry: do not guess, do not drop */
 	if (rc < 0 || (m.flags & TIER_META_F_INCOMPLETE))
@@ -121,7 +132,7 @@ static int rebuild_adopt(struct tier__job *j, uint64_t objno)
 		/* bitmaps of another extent size cannot be mapped: refuse dirty ones */
 		return (m.flags & TIER_META_F_DIRTY) && m.extent_size != e->p.extent_size ?
 			-ENOTSUP : -EINVAL;
-	o = tier__obj_get(e, j->img, objno);
+	o = tier__obj_get(e, img, objno);
 	if (!o)
 		return -ENOMEM;
 	if (o->state != TIER__ABSENT)
@@ -132,7 +143,7 @@ static int rebuild_adopt(struct tier__job *j, uint64_t objno)
 			return -ENOMEM;
 		}
 	}
-	o->version = op->obj_version ? op->obj_version : m.version;
+	o->version = version ? version : m.version;
 	o->mtime_ms = tier__eng_now_ms(e);
 	tier__obj_set_state(e, o, (m.flags & TIER_META_F_DIRTY) ? TIER__DIRTY : TIER__CLEAN,
 			    o->bits ? valid : NULL, o->bits ? dirty : NULL);
@@ -150,7 +161,8 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 	if (rc == -ENOENT) {
 		rc = 0;   /* gone since the listing */
 	} else if (rc >= 0 || rc == -ERANGE) {
-		rc = rc < 0 ? -EINVAL : rebuild_adopt(j, objno);
+		rc = rc < 0 ? -EINVAL : rebuild_adopt(img, objno, op->obj_version, j->meta,
+						      op->meta_len_out, j->snap);
 		if (rc == -EINVAL) {
 			/* no acknowledged write can live in it: discard */
 			tier__log(e, TIER_LOG_INFO, "image %s: discarding cache object %s (bad or "
@@ -215,6 +227,90 @@ static void rebuild_next(struct tier_image *img)
 	}
 }
 
+/* A cache object that cannot hold an acknowledged write: remove it (counted in rb_inflight). */
+static void rebuild_discard(struct tier_image *img, uint64_t objno)
+{
+	struct tier_engine *e = img->e;
+	struct tier__job *j = tier__job_new(e, TIER__J_REBUILD, img, NULL);
+
+	if (!j) {
+		img->ready = -ENOMEM;
+		return;
+	}
+	j->objno = objno;
+	tier__oid(img, objno, j->op.oid);
+	tier__log(e, TIER_LOG_INFO, "image %s: discarding cache object %s (bad or incomplete "
+		  "tier.meta)", img->name, j->op.oid);
+	j->op.opcode = TIER_STORE_REMOVE;
+	j->op.cb = rebuild_remove_cb;
+	j->op.priv = j;
+	img->rb_inflight++;
+	tier__submit(e, e->cache, &j->op);
+}
+
+/* Adopt one SCAN entry as rebuild_stat_cb adopts a STAT's answer. */
+static void rebuild_entry(struct tier_image *img, const struct tier_store_entry *ent,
+			  uint64_t *scratch)
+{
+	struct tier_engine *e = img->e;
+	uint64_t objno;
+	int rc = ent->result;
+
+	if (!parse_objno(img, ent->name, &objno) || rc == -ENOENT)
+		return;   /* not one of this image's objects; or gone since */
+	if (rc >= 0 || rc == -ERANGE)
+		rc = rc < 0 ? -EINVAL : rebuild_adopt(img, objno, ent->version, ent->meta,
+						      ent->meta_len, scratch);
+	if (rc == -EINVAL) {
+		rebuild_discard(img, objno);
+	} else if (rc < 0 && img->ready == 0) {
+		tier__log(e, TIER_LOG_ERROR, "image %s: cache object %s: %s", img->name,
+			  ent->name, strerror(-rc));
+		img->ready = -EIO;
+	}
+}
+
+/*
+ * A page of one shard of the SCAN: ask for the next one first (the store
+ * reads it while this one is adopted), then adopt every entry.
+ */
+static void rebuild_scan_cb(struct tier_store_op *op)
+{
+	struct tier__job *j = op->priv;
+	struct tier_image *img = j->img;
+	struct tier_engine *e = img->e;
+	struct tier_store_entry *ents = op->entries;
+	size_t n = op->n_entries;
+	uint64_t *scratch = NULL;
+	int rc = op->result;
+
+	op->entries = NULL;
+	if (rc < 0) {
+		tier__cache_error(e, rc);
+		if (img->ready == 0) {
+			tier__log(e, TIER_LOG_ERROR, "image %s: scanning the cache pool: %s",
+				  img->name, strerror(-rc));
+			img->ready = rc;
+		}
+	} else if (op->cursor_out && img->ready == 0) {
+		op->cursor = op->cursor_out;
+		tier__submit(e, e->cache, op);
+		j = NULL;
+	}
+	if (rc >= 0 && n && e->nwords && !(scratch = calloc(2 * e->nwords, 8)))
+		img->ready = -ENOMEM;
+	for (size_t i = 0; rc >= 0 && i < n && img->ready == 0; i++)
+		rebuild_entry(img, &ents[i], scratch);
+	free(scratch);
+	free(ents);
+	if (j) {
+		tier__job_free(j);
+		img->rb_inflight--;
+	}
+	rebuild_next(img);
+	tier__deliver(e);
+}
+
 static void rebuild_list_cb(struct tier_store_op *op)
 {
 	struct tier__job *j = op->priv;
@@ -241,7 +337,8 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 		    struct tier_image **out)
 {
 	struct tier_image *img = NULL, **na;
-	struct tier__job *j = NULL;
+	struct tier__job *j, *js[REBUILD_SHARDS] = { NULL };
+	unsigned nj = 0;
 	int rc = -ENOMEM;
 
 	*out = NULL;
@@ -263,9 +360,11 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 	img->nobjs = (o->size + e->p.object_size - 1) / e->p.object_size;
 	img->ro = o->read_only;
 	img->id = prefix_id(e, o->object_prefix);
-	j = tier__job_new(e, TIER__J_REBUILD, img, NULL);
-	if (!j)
-		goto out;
+	/* a store that scans pages of names with their meta (local): one job per shard */
+	nj = tier_store_can_scan(e->cache) ? REBUILD_SHARDS : 1;
+	for (unsigned i = 0; i < nj; i++)
+		if (!(js[i] = tier__job_new(e, TIER__J_REBUILD, img, NULL)))
+			goto out;
 	if (e->n_imgs == e->cap_imgs) {
 		size_t nc = e->cap_imgs ? 2 * e->cap_imgs : 8;
 		na = realloc(e->imgs, nc * sizeof(*na));
@@ -274,18 +373,32 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 		e->imgs = na;
 		e->cap_imgs = nc;
 	}
-	snprintf((char *)j->meta, TIER_META_MAX, "%s.", img->prefix);
-	j->op.opcode = TIER_STORE_LIST;
-	j->op.prefix = (const char *)j->meta;
-	snprintf(j->op.oid, sizeof(j->op.oid), "%s", img->prefix);
-	j->op.cb = rebuild_list_cb;
-	j->op.priv = j;
-	tier__submit(e, e->cache, &j->op);
+	for (unsigned i = 0; i < nj; i++) {
+		j = js[i];
+		js[i] = NULL;
+		snprintf((char *)j->meta, TIER_META_MAX, "%s.", img->prefix);
+		j->op.prefix = (const char *)j->meta;
+		snprintf(j->op.oid, sizeof(j->op.oid), "%s", img->prefix);
+		j->op.priv = j;
+		if (tier_store_can_scan(e->cache)) {
+			j->op.opcode = TIER_STORE_SCAN;
+			j->op.len = REBUILD_PAGE;
+			j->op.shard = i;
+			j->op.nshards = nj;
+			j->op.cb = rebuild_scan_cb;
+			img->rb_inflight++;
+		} else {
+			j->op.opcode = TIER_STORE_LIST;
+			j->op.cb = rebuild_list_cb;
+		}
+		tier__submit(e, e->cache, &j->op);
+	}
 	e->imgs[e->n_imgs++] = img;
 	*out = img;
 	return 0;
 out:
-	tier__job_free(j);
+	for (unsigned i = 0; i < nj; i++)
+		tier__job_free(js[i]);
 	tier__image_free(img);
 	return rc;
 }

@@ -59,6 +59,7 @@ enum tier_store_opcode {
 	TIER_STORE_REMOVE,   /* delete object; -ENOENT if absent */
 	TIER_STORE_STAT,     /* size, version, mtime; meta into meta_buf if given */
 	TIER_STORE_LIST,     /* names starting with prefix -> names/n_names */
+	TIER_STORE_SCAN,     /* a page of names with prefix, each with version and meta -> entries */
 	TIER_STORE_OPCODE_MAX
 };
 
@@ -76,6 +77,20 @@ struct tier_store_op;
 struct tier_cq;
 
 typedef void (*tier_store_cb)(struct tier_store_op *op);
+
+/*
+ * One object of a SCAN page: what a STAT with a meta_buf of TIER_META_MAX
+ * bytes would have answered (result 0, or -errno: -ENOENT when it went away
+ * meanwhile), its version and meta; name and meta point into the page's
+ * block (op->entries).
+ */
+struct tier_store_entry {
+	const char *name;
+	const void *meta;
+	uint64_t version;
+	uint32_t meta_len;
+	int result;
+};
 
 /*
  * One operation.  Owned by the caller from submit until its callback returns;
@@ -104,7 +119,17 @@ struct tier_store_op {
 	uint64_t expect_version;    /* with F_GUARD */
 	void *meta_buf;             /* STAT: where to copy meta, may be NULL */
 	uint32_t meta_cap;
-	const char *prefix;         /* LIST */
+	const char *prefix;         /* LIST, SCAN */
+	/*
+	 * SCAN: resume at cursor (0: the start; else a cursor_out of the
+	 * previous page), at most len entries, only shard `shard` of the
+	 * backend's partition of the names into nshards (0: every name).  Every
+	 * name the pool holds with the prefix from the first page to the last
+	 * comes in exactly one page of its shard (names created or removed
+	 * meanwhile may or may not).
+	 */
+	uint64_t cursor;
+	uint32_t shard, nshards;
 	tier_store_cb cb;
 	void *priv;
 
@@ -116,6 +141,9 @@ struct tier_store_op {
 	uint32_t meta_len_out;      /* STAT: bytes of meta (0 = none) */
 	char **names;               /* LIST: free with tier_store_list_free() */
 	size_t n_names;
+	struct tier_store_entry *entries;   /* SCAN: one block; free() it, also after a failure */
+	size_t n_entries;
+	uint64_t cursor_out;        /* SCAN: where the next page starts; 0: this was the last */
 
 	/* private to the store layer */
 	struct tier_store_op *q_next;
@@ -165,6 +193,7 @@ struct tier_store_ops {
 	int (*list)(void *be, struct tier_store_op *op);
 	void (*destroy)(void *be);   /* after all ops completed */
 	void (*get_stats)(void *be, struct tier_store_stats *out);   /* optional: backend fields */
+	int (*scan)(void *be, struct tier_store_op *op);   /* optional: SCAN */
 };
 
 /* Wrap a backend; takes ownership of be (ops->destroy frees it). */
@@ -199,6 +228,8 @@ const char *tier_store_pool_name(const struct tier_store *st);
 const struct tier_store *tier_store_op_store(const struct tier_store_op *op);
 const char *tier_store_backend_name(const struct tier_store *st);
 void tier_store_list_free(char **names, size_t n);
+/* Does the backend do SCAN (else it fails it with -ENOTSUP: LIST and STAT each name)? */
+bool tier_store_can_scan(const struct tier_store *st);
 /*
  * Whether acknowledged effects need a sync (F_FUA) to survive a power cut:
  * true for local (page cache) and for mem with its power-cut model, false

@@ -170,7 +170,8 @@ static int local_submit(void *be, struct tier_store_op *op)
 		w.due = tier_devmodel_schedule(L->dm, now,
 					       op->opcode != TIER_STORE_READ &&
 					       op->opcode != TIER_STORE_STAT &&
-					       op->opcode != TIER_STORE_LIST,
+					       op->opcode != TIER_STORE_LIST &&
+					       op->opcode != TIER_STORE_SCAN,
 					       rw ? op->len : 0);
 	w.due += (uint64_t)tier__store_added_latency_us(op->store) * 1000u;
 	pthread_mutex_lock(&L->qlock);
@@ -244,6 +245,7 @@ static const struct tier_store_ops local_ops = {
 	.list = local_submit,
 	.destroy = local_destroy,
 	.get_stats = local_get_stats,
+	.scan = local_submit,
 };
 
 static int sync_parent(const char *path)
@@ -383,6 +385,7 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 			L->nonce = ((uint64_t)getpid() << 32) ^ tier__realtime_ns();
 	atomic_init(&L->direct_ok, true);
 	atomic_init(&L->dead, false);
+	atomic_init(&L->scan_xattrat, !env_flag("TIER_LOCAL_NO_XATTRAT"));
 	L->crash_after = o->crash_after_steps;
 	L->nworkers = o->workers ? o->workers : LOCAL_WORKERS;
 

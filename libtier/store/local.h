@@ -62,6 +62,7 @@ struct local_be {
 	unsigned guard_hold_us;     /* tests: widen the guard-to-effect window */
 	atomic_bool direct_ok;      /* cleared when the fs refuses O_DIRECT */
 	atomic_bool sidecar_only;   /* fs refuses user xattrs (or forced by env) */
+	atomic_bool scan_xattrat;   /* SCAN may read records by name (getxattrat(2)) */
 	/*
 	 * Pending ranges (local_io.c): this session's nonce in the records it
 	 * writes; ordered_sync (TIER_LOCAL_ORDERED_SYNC=1) syncs data before

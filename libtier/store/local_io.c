@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -78,6 +79,7 @@
 #define PEND_REC_MAX       3072u
 #define PEND_NO_FB         0xffffffffu
 #define META_REC_MAX       (META_HDR2 + 2 * TIER_META_MAX + PEND_MAX * PEND_ENTRY)
+#define META_REC_SMALL     1024u
 /* encoded name + ".meta" behind a leading '.' must fit NAME_MAX */
 #define ENC_MAX            (NAME_MAX - 6)
 
@@ -491,7 +493,13 @@ static int meta_load(struct opctx *c)
 	c->meta_read = true;
 	c->rec_plain = false;
 	if (!atomic_load(&L->sidecar_only)) {
-		n = fgetxattr(c->fd, META_XATTR, rec, sizeof(rec));
+		/*
+		 * The kernel allocates the size asked for: try what a record
+		 * without many pending ranges takes before the largest one.
+		 */
+		n = fgetxattr(c->fd, META_XATTR, rec, META_REC_SMALL);
+		if (n < 0 && errno == ERANGE)
+			n = fgetxattr(c->fd, META_XATTR, rec, sizeof(rec));
 		if (n >= 0) {
 			int rc = meta_parse(rec, (size_t)n, &c->m);
 
@@ -1123,6 +1131,218 @@ out:
 	return rc;
 }
 
+/* A SCAN page being built: entries hold offsets into data until the end. */
+struct scan_page {
+	struct tier_store_entry *ents;
+	size_t n, cap;
+	char *data;
+	size_t len, dcap;
+};
+
+static int page_add(struct scan_page *p, const char *name, const struct meta_rec *m, int result)
+{
+	size_t nl = strlen(name) + 1, ml = result == 0 ? m->len : 0;
+	struct tier_store_entry *e;
+
+	if (p->n == p->cap) {
+		size_t nc = p->cap ? 2 * p->cap : 256;
+		struct tier_store_entry *ne = realloc(p->ents, nc * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		p->ents = ne;
+		p->cap = nc;
+	}
+	if (p->len + nl + ml > p->dcap) {
+		size_t nc = p->dcap ? 2 * p->dcap : 16384;
+		char *nd;
+
+		while (nc < p->len + nl + ml)
+			nc *= 2;
+		if (!(nd = realloc(p->data, nc)))
+			return -ENOMEM;
+		p->data = nd;
+		p->dcap = nc;
+	}
+	e = &p->ents[p->n++];
+	memset(e, 0, sizeof(*e));
+	e->name = (const char *)(uintptr_t)p->len;
+	memcpy(p->data + p->len, name, nl);
+	p->len += nl;
+	e->result = result;
+	if (result == 0) {
+		e->version = m->version;
+		e->meta_len = m->len;
+		e->meta = (const void *)(uintptr_t)p->len;
+		memcpy(p->data + p->len, m->buf, ml);
+		p->len += ml;
+	}
+	return 0;
+}
+
+/* The page as one block: the entries, then their names and metas. */
+static int page_finish(struct scan_page *p, struct tier_store_op *op)
+{
+	size_t eb = p->n * sizeof(*p->ents);
+	char *blk = malloc(eb + p->len + 1);
+
+	if (!blk)
+		return -ENOMEM;
+	if (eb)
+		memcpy(blk, p->ents, eb);
+	if (p->len)
+		memcpy(blk + eb, p->data, p->len);
+	op->entries = (struct tier_store_entry *)(void *)blk;
+	for (size_t i = 0; i < p->n; i++) {
+		struct tier_store_entry *e = &op->entries[i];
+
+		e->name = blk + eb + (uintptr_t)e->name;
+		e->meta = e->meta_len ? blk + eb + (uintptr_t)e->meta : NULL;
+	}
+	op->n_entries = p->n;
+	return 0;
+}
+
+/*
+ * getxattrat(2) (Linux 6.13): the record by name, without opening the file.
+ * Older kernels say ENOSYS once and the scan opens each object instead.
+ */
+#ifndef SYS_getxattrat
+#define SYS_getxattrat 464
+#endif
+struct scan_xattr_args {
+	uint64_t value;
+	uint32_t size, flags;
+};
+
+static ssize_t xattr_by_name(struct local_be *L, const char *enc, void *buf, size_t cap)
+{
+	struct scan_xattr_args a = { .value = (uint64_t)(uintptr_t)buf, .size = (uint32_t)cap };
+
+	return syscall(SYS_getxattrat, L->dirfd, enc, AT_SYMLINK_NOFOLLOW, META_XATTR, &a,
+		       sizeof(a));
+}
+
+/*
+ * The fast way to what meta_get would read: the xattr by name.  True with
+ * c->m filled when that is the whole answer (a record of this session, or
+ * one without pending ranges); false leaves it to meta_get on the opened
+ * file (no xattr: a sidecar or nothing; a foreign record to settle; any
+ * error).  Called under the object's stripe lock, as meta_get is.
+ */
+static bool scan_fast(struct opctx *c)
+{
+	struct local_be *L = c->L;
+	uint8_t rec[META_REC_SMALL];
+	ssize_t n;
+
+	if (atomic_load(&L->sidecar_only) || !atomic_load(&L->scan_xattrat))
+		return false;
+	n = xattr_by_name(L, c->enc, rec, sizeof(rec));
+	if (n < 0) {
+		if (errno == ENOSYS || errno == EINVAL)
+			atomic_store(&L->scan_xattrat, false);
+		return false;
+	}
+	memset(&c->m, 0, offsetof(struct meta_rec, buf));
+	c->m.npend = 0;
+	c->m.fb_present = false;
+	c->m.fb_len = 0;
+	if (meta_parse(rec, (size_t)n, &c->m) < 0)
+		return false;
+	return !c->m.npend || c->m.nonce == L->nonce;
+}
+
+/*
+ * One object of a SCAN: exactly what do_stat reads of it (meta_get, so a
+ * record another session left with pending ranges is settled here as a
+ * STAT would), under its stripe lock.
+ */
+static int scan_one(struct local_be *L, const char *oid, struct scan_page *p)
+{
+	struct tier_store_op sop = { .opcode = TIER_STORE_STAT };
+	struct opctx c = { .L = L, .op = &sop, .fd = -1 };
+	pthread_mutex_t *stripe = &L->stripes[tier__hash_str(oid) % LOCAL_STRIPES];
+	int rc;
+
+	snprintf(sop.oid, sizeof(sop.oid), "%s", oid);
+	rc = enc_name(oid, c.enc, sizeof(c.enc));
+	if (rc < 0)
+		return page_add(p, oid, &c.m, rc);
+	pthread_mutex_lock(stripe);
+	if (scan_fast(&c)) {
+		pthread_mutex_unlock(stripe);
+		return page_add(p, oid, &c.m, 0);
+	}
+	rc = obj_open(&c);
+	if (rc == 0)
+		rc = c.fd < 0 ? -ENOENT : meta_get(&c);
+	if (rc == 0 && c.fd < 0)
+		rc = -ENOENT;   /* a foreign record's ranges failed and nothing older stood */
+	obj_release(&c);
+	pthread_mutex_unlock(stripe);
+	return page_add(p, oid, &c.m, rc);
+}
+
+static int do_scan(struct local_be *L, struct tier_store_op *op)
+{
+	size_t plen = strlen(op->prefix);
+	struct scan_page p = { 0 };
+	char oid[TIER_OID_MAX];
+	struct dirent *de;
+	DIR *d = NULL;
+	int dfd, rc = 0;
+
+	dfd = openat(L->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return neg_errno();
+	d = fdopendir(dfd);
+	if (!d) {
+		rc = neg_errno();
+		close(dfd);
+		return rc;
+	}
+	/* directory offsets stay valid across opens on tmpfs, ext4, xfs, btrfs */
+	if (op->cursor)
+		seekdir(d, (long)op->cursor);
+	op->cursor_out = 0;
+	for (;;) {
+		errno = 0;
+		if (!(de = readdir(d))) {
+			rc = errno ? -errno : 0;
+			break;
+		}
+		if (de->d_name[0] == '.' || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
+			continue;
+		/* the shards split the file names (cheaper than decoding them all) */
+		if (op->nshards && tier__hash_str(de->d_name) % op->nshards != op->shard)
+			continue;
+		if (dec_name(de->d_name, oid, sizeof(oid)) < 0 ||
+		    strncmp(oid, op->prefix, plen) != 0)
+			continue;
+		if ((rc = scan_one(L, oid, &p)) < 0)
+			break;
+		if (p.n == op->len) {
+			long pos = telldir(d);
+
+			if (pos <= 0) {
+				rc = pos < 0 ? neg_errno() : -EIO;
+				break;
+			}
+			op->cursor_out = (uint64_t)pos;
+			break;
+		}
+	}
+	if (rc == 0)
+		rc = page_finish(&p, op);
+	if (rc < 0)
+		op->cursor_out = 0;
+	free(p.ents);
+	free(p.data);
+	closedir(d);
+	return rc < 0 ? rc : (int)op->n_entries;
+}
+
 static bool aligned(const struct tier_store_op *op)
 {
 	return (op->off % LOCAL_ALIGN) == 0 && (op->len % LOCAL_ALIGN) == 0 &&
@@ -1173,6 +1393,8 @@ int tier__local_run(struct local_be *L, struct tier_store_op *op)
 
 	if (op->opcode == TIER_STORE_LIST)
 		return do_list(L, op);
+	if (op->opcode == TIER_STORE_SCAN)
+		return do_scan(L, op);
 	rc = enc_name(op->oid, c.enc, sizeof(c.enc));
 	if (rc < 0)
 		return rc;

@@ -62,7 +62,7 @@ static const char *const opcode_names[TIER_STORE_OPCODE_MAX] = {
 	[TIER_STORE_READ] = "read",       [TIER_STORE_WRITE] = "write",
 	[TIER_STORE_ZERO] = "zero",       [TIER_STORE_SETMETA] = "setmeta",
 	[TIER_STORE_REMOVE] = "remove",   [TIER_STORE_STAT] = "stat",
-	[TIER_STORE_LIST] = "list",
+	[TIER_STORE_LIST] = "list",       [TIER_STORE_SCAN] = "scan",
 };
 
 const char *tier_store_opcode_name(enum tier_store_opcode op)
@@ -145,6 +145,12 @@ void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *
 		st->ops->get_stats(st->be, out);
 }
 
+bool tier_store_can_scan(const struct tier_store *st)
+{
+	return st->ops->size >= offsetof(struct tier_store_ops, scan) + sizeof(st->ops->scan) &&
+	       st->ops->scan;
+}
+
 void tier_store_list_free(char **names, size_t n)
 {
 	if (!names)
@@ -181,7 +187,7 @@ static int op_valid(const struct tier_store_op *op)
 
 	if (!op->cb || (int)op->opcode <= 0 || op->opcode >= TIER_STORE_OPCODE_MAX)
 		return 0;
-	if (op->opcode != TIER_STORE_LIST) {
+	if (op->opcode != TIER_STORE_LIST && op->opcode != TIER_STORE_SCAN) {
 		oidlen = strnlen(op->oid, TIER_OID_MAX);
 		if (oidlen == 0 || oidlen == TIER_OID_MAX)
 			return 0;
@@ -206,6 +212,10 @@ static int op_valid(const struct tier_store_op *op)
 		break;
 	case TIER_STORE_SETMETA:
 		if (!(op->flags & TIER_STORE_F_META))
+			return 0;
+		break;
+	case TIER_STORE_SCAN:
+		if (op->len == 0 || op->len > (1u << 20) || (op->nshards && op->shard >= op->nshards))
 			return 0;
 		break;
 	default:
@@ -257,6 +267,9 @@ static void op_take(struct tier_store *st, struct tier_store_op *op)
 	op->meta_len_out = 0;
 	op->names = NULL;
 	op->n_names = 0;
+	op->entries = NULL;
+	op->n_entries = 0;
+	op->cursor_out = 0;
 	op->q_next = NULL;
 	op->seq = ++st->seq;
 	op->t_submit_ns = tier__now_ns();
@@ -292,6 +305,10 @@ int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
 	case TIER_STORE_REMOVE:  fn = st->ops->remove; break;
 	case TIER_STORE_STAT:    fn = st->ops->stat; break;
 	case TIER_STORE_LIST:    fn = st->ops->list; break;
+	case TIER_STORE_SCAN:
+		if (tier_store_can_scan(st))
+			fn = st->ops->scan;
+		break;
 	default: break;
 	}
 	if (!fn) {

@@ -1409,6 +1409,151 @@ static void test_fd_cache_put_after_evicting_its_bucket_neighbour(void **state)
 	tier__fdc_destroy(f);
 }
 
+/* ---- SCAN: pages of names with their version and meta ---- */
+
+struct seen {
+	unsigned count[400];
+	uint64_t version[400];
+	char meta[400][16];
+	int result[400];
+	unsigned other;   /* entries outside the prefix (must stay 0) */
+};
+
+/* SCAN every shard of prefix "img." page by page into *sn. */
+static void scan_all(struct env *e, uint32_t nshards, uint64_t page, struct seen *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	for (uint32_t sh = 0; sh < (nshards ? nshards : 1); sh++) {
+		uint64_t cursor = 0;
+
+		do {
+			struct tier_store_op op = { .opcode = TIER_STORE_SCAN, .prefix = "img.",
+						    .len = page, .cursor = cursor, .shard = sh,
+						    .nshards = nshards };
+			int rc = run(e, &op);
+
+			assert_true(rc >= 0);
+			assert_int_equal((size_t)rc, op.n_entries);
+			assert_true(op.n_entries <= page);
+			for (size_t i = 0; i < op.n_entries; i++) {
+				const struct tier_store_entry *en = &op.entries[i];
+				unsigned k;
+
+				if (sscanf(en->name, "img.%u", &k) != 1 || k >= 400) {
+					sn->other++;
+					continue;
+				}
+				sn->count[k]++;
+				sn->result[k] = en->result;
+				sn->version[k] = en->version;
+				assert_true(en->meta_len < sizeof(sn->meta[k]));
+				if (en->meta_len)
+					memcpy(sn->meta[k], en->meta, en->meta_len);
+			}
+			free(op.entries);
+			cursor = op.cursor_out;
+		} while (cursor);
+	}
+}
+
+static void lay_out_scan_objects(struct env *e)
+{
+	char oid[64], meta[16];
+
+	for (unsigned i = 0; i < 300; i++) {
+		snprintf(oid, sizeof(oid), "img.%u", i);
+		snprintf(meta, sizeof(meta), "m%u", i);
+		assert_int_equal(put(e, oid, 0, "x", 1, 0, i == 7 ? NULL : meta, i + 1), 1);
+	}
+	assert_int_equal(put(e, "other.1", 0, "x", 1, 0, "mo", 1), 1);
+	assert_int_equal(put(e, "im", 0, "x", 1, 0, "mo", 1), 1);
+}
+
+static void check_scan_objects(const struct seen *sn)
+{
+	assert_int_equal(sn->other, 0);
+	for (unsigned i = 0; i < 300; i++) {
+		char want[16];
+
+		assert_int_equal(sn->count[i], 1);
+		assert_int_equal(sn->result[i], 0);
+		if (i == 7) {   /* written without meta: none, as a STAT says */
+			assert_string_equal(sn->meta[i], "");
+			continue;
+		}
+		snprintf(want, sizeof(want), "m%u", i);
+		assert_int_equal(sn->version[i], i + 1);
+		assert_string_equal(sn->meta[i], want);
+	}
+	for (unsigned i = 300; i < 400; i++)
+		assert_int_equal(sn->count[i], 0);
+}
+
+static void test_scan_pages_and_shards_give_every_object_once(void **state)
+{
+	struct env *e = *state;
+	struct seen sn;
+
+	lay_out_scan_objects(e);
+	scan_all(e, 0, 1000, &sn);     /* one page */
+	check_scan_objects(&sn);
+	scan_all(e, 0, 7, &sn);        /* pages resumed at their cursors */
+	check_scan_objects(&sn);
+	scan_all(e, 3, 5, &sn);        /* three shards of small pages */
+	check_scan_objects(&sn);
+	/* reading each record through the opened file, as without getxattrat(2) */
+	setenv("TIER_LOCAL_NO_XATTRAT", "1", 1);
+	reopen(e, NULL);
+	unsetenv("TIER_LOCAL_NO_XATTRAT");
+	scan_all(e, 2, 9, &sn);
+	check_scan_objects(&sn);
+	/* and from sidecars */
+	close_store(e);
+	setenv("TIER_LOCAL_FORCE_SIDECAR", "1", 1);
+	teardown(state);
+	setup(state);
+	e = *state;
+	lay_out_scan_objects(e);
+	unsetenv("TIER_LOCAL_FORCE_SIDECAR");
+	reopen(e, NULL);   /* xattrs usable again: the sidecars are still read */
+	scan_all(e, 2, 11, &sn);
+	check_scan_objects(&sn);
+}
+
+static void test_scan_settles_foreign_records_as_stat_does(void **state)
+{
+	struct env *e = *state;
+	struct seen sn;
+	char buf[4096], path[256];
+
+	memset(buf, 'a', sizeof(buf));
+	/* img.1: m1 durable, then a range listed under m2 whose bytes a cut loses */
+	assert_int_equal(put(e, "img.1", 0, buf, 4096, TIER_STORE_F_FUA | ORD, "m1", 1), 4096);
+	assert_int_equal(put(e, "img.1", 4096, buf, 4096, ORD, "m2", 2), 4096);
+	/* img.2: a new copy whose only range is lost; img.3: a range that is intact */
+	assert_int_equal(put(e, "img.2", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	assert_int_equal(put(e, "img.3", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m3", 3), 4096);
+	assert_int_equal(rec_format(e, "img.1"), 2);
+	close_store(e);
+	clobber(e, "img.1", 4096, 100);
+	clobber(e, "img.2", 0, 100);
+	assert_int_equal(open_store(e, NULL), 0);
+	scan_all(e, 2, 2, &sn);
+	assert_int_equal(sn.count[1], 1);
+	assert_int_equal(sn.result[1], 0);
+	assert_int_equal(sn.version[1], 1);
+	assert_string_equal(sn.meta[1], "m1");
+	assert_int_equal(rec_format(e, "img.1"), 1);   /* settled, as a STAT leaves it */
+	assert_int_equal(sn.count[2], 1);
+	assert_int_equal(sn.result[2], -ENOENT);
+	snprintf(path, sizeof(path), "%s/img.2", e->pool);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(sn.result[3], 0);
+	assert_int_equal(sn.version[3], 3);
+	assert_string_equal(sn.meta[3], "m3");
+	assert_int_equal(rec_format(e, "img.3"), 1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1446,6 +1591,8 @@ int main(void)
 		T(test_pre_meta_with_ranges_listed_drops_them_first),
 		T(test_sidecar_only_pools_sync_instead),
 		T(test_fd_cache_put_after_evicting_its_bucket_neighbour),
+		T(test_scan_pages_and_shards_give_every_object_once),
+		T(test_scan_settles_foreign_records_as_stat_does),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
