@@ -159,7 +159,7 @@ static void read_cb(struct tier_store_op *op);
 static bool ext_valid(const struct tier_engine *e, const struct tier__obj *o, uint64_t i)
 {
 	(void)e;
-	return !o->bits || tier__bit(o->bits, i);
+	return !tier__obj_bits(o) || tier__bit(tier__obj_bits(o), i);
 }
 
 /* Next run of invalid extents at or after x->pos, clipped to the piece. */
@@ -194,7 +194,7 @@ static void read_next(struct tier_engine *e, struct tier__obj *o, struct tier__e
 {
 	uint32_t ro, rl;
 
-	if (x->step == XS_READ_CACHE && o->bits) {
+	if (x->step == XS_READ_CACHE && tier__obj_bits(o)) {
 		x->step = XS_READ_RUNS;
 		x->pos = x->off;
 	}
@@ -265,10 +265,10 @@ static bool range_all_valid(const struct tier_engine *e, const struct tier__obj 
 {
 	uint64_t es = e->p.extent_size;
 
-	if (!o->bits)
+	if (!tier__obj_bits(o))
 		return true;
 	for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
-		if (!tier__bit(o->bits, i))
+		if (!tier__bit(tier__obj_bits(o), i))
 			return false;
 	return true;
 }
@@ -278,10 +278,10 @@ static bool range_any_valid(const struct tier_engine *e, const struct tier__obj 
 {
 	uint64_t es = e->p.extent_size;
 
-	if (!o->bits)
+	if (!tier__obj_bits(o))
 		return true;
 	for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
-		if (tier__bit(o->bits, i))
+		if (tier__bit(tier__obj_bits(o), i))
 			return true;
 	return false;
 }
@@ -460,8 +460,8 @@ static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ex
 	bool clean_over = false, new_valid = false;
 
 	pl = 0;
-	if (o->bits) {
-		uint64_t *ov = o->bits, *od = o->bits + e->nwords;
+	if (tier__obj_bits(o)) {
+		uint64_t *ov = tier__obj_bits(o), *od = tier__obj_bits(o) + e->nwords;
 		uint64_t *nv = x->nbits, *nd = x->nbits + e->nwords;
 		/* pre_meta: old valid bits; overwritten valid extents count as dirty */
 		uint64_t *tmp = x->nbits + 2 * e->nwords;
@@ -505,7 +505,7 @@ static uint64_t new_extent_bytes(const struct tier_engine *e, const struct tier_
 
 	for (uint64_t i = fe; i <= le; i++) {
 		uint64_t end = (i + 1) * es < o->len ? (i + 1) * es : o->len;
-		if (!tier__bit(o->bits, i) && i * es < end)
+		if (!tier__bit(tier__obj_bits(o), i) && i * es < end)
 			b += end - i * es;
 	}
 	return b;
@@ -522,14 +522,14 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 	x->t = x->off + x->len;
 	if (o->flags & TIER__OF_FLUSHING)
 		tier__flush_redirty(e, o, x->off, x->len);
-	if (o->bits) {
+	if (tier__obj_bits(o)) {
 		uint64_t fe = x->off / es, le = ((uint64_t)x->off + x->len - 1) / es;
-		bool ff = (x->off % es) && !tier__bit(o->bits, fe);
-		bool fl = (x->t % es) && x->t < o->len && !tier__bit(o->bits, le);
+		bool ff = (x->off % es) && !tier__bit(tier__obj_bits(o), fe);
+		bool fl = (x->t % es) && x->t < o->len && !tier__bit(tier__obj_bits(o), le);
 
 		/* new extents count against the target until the write lands */
 		tier__resv_take(e, x, new_extent_bytes(e, o, fe, le), o->state == TIER__ABSENT);
-		memcpy(x->nbits, o->bits, 2 * e->nwords * 8);
+		memcpy(x->nbits, tier__obj_bits(o), 2 * e->nwords * 8);
 		for (uint64_t i = fe; i <= le; i++) {
 			tier__bit_set(x->nbits, i);
 			tier__bit_set(x->nbits + e->nwords, i);
@@ -616,8 +616,8 @@ static void cw_cb(struct tier_store_op *op)
 	o->version = x->new_version;
 	o->mtime_ms = tier__eng_now_ms(e);
 	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK);
-	tier__obj_set_state(e, o, TIER__DIRTY, o->bits ? x->nbits : NULL,
-			    o->bits ? x->nbits + e->nwords : NULL);
+	tier__obj_set_state(e, o, TIER__DIRTY, tier__obj_bits(o) ? x->nbits : NULL,
+			    tier__obj_bits(o) ? x->nbits + e->nwords : NULL);
 	if (!(op->flags & TIER_STORE_F_FUA))
 		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
 	tier__ext_finish(e, x, 0);
@@ -692,8 +692,8 @@ static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__
 
 static bool any_clean_valid(const struct tier_engine *e, const struct tier__obj *o)
 {
-	for (size_t w = 0; o->bits && w < e->nwords; w++)
-		if (o->bits[w] & ~o->bits[e->nwords + w])
+	for (size_t w = 0; tier__obj_bits(o) && w < e->nwords; w++)
+		if (tier__obj_bits(o)[w] & ~tier__obj_bits(o)[e->nwords + w])
 			return true;
 	return false;
 }
@@ -705,10 +705,10 @@ static bool range_any_dirty(const struct tier_engine *e, const struct tier__obj 
 
 	if (o->state != TIER__DIRTY)
 		return false;
-	if (!o->bits)
+	if (!tier__obj_bits(o))
 		return true;
 	for (uint64_t i = off / es; i <= ((uint64_t)off + len - 1) / es; i++)
-		if (tier__bit(o->bits + e->nwords, i))
+		if (tier__bit(tier__obj_bits(o) + e->nwords, i))
 			return true;
 	return false;
 }
@@ -743,13 +743,13 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 	s->flags = o->flags;
 	s->nrun = o->nrun;
 	s->nproxy = o->nproxy;
-	s->extents = o->bits != NULL;
-	if (o->bits && !cache_hint) {
+	s->extents = tier__obj_bits(o) != NULL;
+	if (tier__obj_bits(o) && !cache_hint) {
 		s->all_valid = range_all_valid(e, o, x->off, x->len);
 		s->any_valid = range_any_valid(e, o, x->off, x->len);
 		partial_read = x->type == TIER_REQ_READ && o->state != TIER__ABSENT && !s->all_valid;
 	}
-	if (o->bits && x->type == TIER__REQ_FILL)
+	if (tier__obj_bits(o) && x->type == TIER__REQ_FILL)
 		s->obj_all_valid = range_all_valid(e, o, 0, o->len);
 	s->bitmaps = e->nwords != 0;
 	s->degraded = tier__degraded(e);

@@ -506,8 +506,8 @@ size_t tier_engine_bytes_per_object(const struct tier_engine *e)
 {
 	size_t table = (e->ht_mask + 1) * sizeof(*e->ht);
 
+	/* the slab's chunks as allocated, and the bucket heads (2 entries a bucket at most) */
 	if (!e->n_objs)
-		return sizeof(struct tier__obj) + 2 * sizeof(size_t) + sizeof(void *) +
-		       (e->p.promote_granularity == TIER_GRAN_EXTENT ? 2 * e->nwords * 8 : 0);
+		return e->obj_size + sizeof(*e->ht);
 	return (size_t)((e->obj_mem + table) / e->n_objs);
 }

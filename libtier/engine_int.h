@@ -45,6 +45,7 @@ enum {
 	TIER__OF_FQUEUED   = 1u << 11, /* a fill hint is queued (dispatch.c queue_fill) */
 	TIER__OF_FILLING   = 1u << 12, /* a fill job runs (fill.c) */
 	TIER__OF_FILL_READY = 1u << 13, /* its base data is in: it lands once the object is quiet */
+	TIER__OF_BITS      = 1u << 14, /* the bitmaps behind the entry hold its extents */
 };
 
 /* The internal piece type of a fill hint (after the public enum tier_req_type). */
@@ -63,14 +64,18 @@ struct tier__elog {
 	uint64_t suppressed;
 };
 
-/* One object of the map: kept at 64 bytes (see tier_engine_bytes_per_object). */
+/*
+ * One object of the map: 48 bytes, in the engine's slab (objmap.c) with its
+ * bitmaps right behind it in extent mode (2 x nwords words: 64 bytes an
+ * object at up to 64 extents), chained by 32-bit slab indices.  Entries
+ * never move, so pointers to them stay valid until tier__obj_release.
+ */
 struct tier__obj {
 	uint64_t key;
 	uint64_t version;        /* last version the store acknowledged */
 	uint64_t mtime_ms;       /* last write (or promotion) */
-	struct tier__obj *hnext; /* hash chain */
 	struct tier__ext *qhead; /* ops waiting, arrival order */
-	uint64_t *bits;          /* extent mode: valid[w] then dirty[w]; NULL = whole object */
+	uint32_t hnext;          /* hash chain: slab index + 1 of the next entry, 0: none */
 	uint32_t len;            /* bytes of the object inside the image */
 	uint16_t flags;
 	uint16_t nrun;           /* shared ops running (reads, proxied writes) */
@@ -78,6 +83,12 @@ struct tier__obj {
 	uint8_t state;
 	uint8_t nsync;           /* sync jobs in flight (255: stuck there, see sync_one) */
 };
+
+/* Extent mode: valid[nwords] then dirty[nwords], or NULL (whole object, or none yet). */
+static inline uint64_t *tier__obj_bits(const struct tier__obj *o)
+{
+	return (o->flags & TIER__OF_BITS) ? (uint64_t *)(void *)(uintptr_t)(o + 1) : NULL;
+}
 
 /* One per-object piece of a request (or an internal promotion hint). */
 struct tier__ext {
@@ -165,11 +176,14 @@ struct tier_engine {
 	struct tier_image **imgs;       /* every image ever opened (closed ones kept) */
 	size_t n_imgs, cap_imgs;
 
-	struct tier__obj **ht;
+	uint32_t *ht;                   /* bucket heads: slab index + 1, 0: empty */
 	size_t ht_mask, n_objs;
-	uint64_t obj_mem;               /* bytes held by map entries and bitmaps */
-	struct tier__obj *free_obj;     /* recycled entries (proxied ops come and go) */
-	size_t n_free_obj;
+	uint64_t obj_mem;               /* bytes of the slab's chunks (entries and bitmaps) */
+	char **slab;                    /* chunks of TIER__SLAB_CHUNK entries of obj_size bytes */
+	size_t n_slab, cap_slab;
+	size_t obj_size;                /* an entry and its bitmaps */
+	uint32_t slab_used;             /* entries ever handed out */
+	uint32_t free_obj;              /* free entries, chained by hnext: index + 1 */
 	bool sync_cache, sync_base;     /* pools whose acks are not durable (local) */
 	void *obufs[16];                /* free object-size buffers (promote, flush) */
 	size_t n_obufs;
@@ -274,6 +288,8 @@ void tier__base_latency(struct tier_engine *e, uint64_t ns);
 uint64_t tier__policy_capacity(const struct tier_engine *e);
 
 /* objmap.c */
+#define TIER__SLAB_SHIFT 12
+#define TIER__SLAB_CHUNK (1u << TIER__SLAB_SHIFT)
 int tier__map_init(struct tier_engine *e);
 void tier__map_fini(struct tier_engine *e);
 struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key);

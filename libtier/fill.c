@@ -60,7 +60,7 @@ static size_t read_runs(const struct tier_engine *e, const struct tier__obj *o,
 	*bytes = 0;
 	for (uint64_t i = 0; i <= e->nbits; i++) {
 		bool in = i < e->nbits && i * es < o->len &&
-			  (want ? tier__bit(want, i) : !tier__bit(o->bits, i));
+			  (want ? tier__bit(want, i) : !tier__bit(tier__obj_bits(o), i));
 
 		if (in && t && i * es - t <= FILL_READ_GAP) {
 			t = ext_end(e, o, i);
@@ -87,7 +87,7 @@ uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o
 {
 	uint64_t b = 0;
 
-	if (o->bits)
+	if (tier__obj_bits(o))
 		read_runs(e, o, NULL, NULL, &b);
 	return b;
 }
@@ -194,12 +194,12 @@ static bool fill_write(struct tier__job *j)
 	bool any = false;
 
 	o->flags &= (uint16_t)~TIER__OF_FILL_READY;
-	if (o->state == TIER__ABSENT || !o->bits || (o->flags & TIER__OF_VUNK)) {
+	if (o->state == TIER__ABSENT || !tier__obj_bits(o) || (o->flags & TIER__OF_VUNK)) {
 		fill_end(j, false);   /* its version is unknown now: a SETMETA would guess */
 		return true;
 	}
 	for (size_t w = 0; w < e->nwords; w++) {
-		plan[w] = j->snap[w] & ~o->bits[w];
+		plan[w] = j->snap[w] & ~tier__obj_bits(o)[w];
 		any |= plan[w] != 0;
 	}
 	if (any) {
@@ -256,10 +256,10 @@ static void fill_setmeta(struct tier__job *j)
 	int ml;
 
 	for (size_t w = 0; w < e->nwords; w++)
-		nv[w] = o->bits[w] | j->snap[e->nwords + w];
+		nv[w] = tier__obj_bits(o)[w] | j->snap[e->nwords + w];
 	j->version = o->version + 1;
 	ml = tier__meta_encode_obj(e, o->state == TIER__DIRTY ? TIER_META_F_DIRTY : 0, j->version,
-				   nv, o->bits + e->nwords, j->meta);
+				   nv, tier__obj_bits(o) + e->nwords, j->meta);
 	job_op(j, &j->op, TIER_STORE_SETMETA);
 	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
 	j->op.meta = j->meta;
@@ -383,7 +383,7 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	uint64_t bytes;
 	size_t n;
 
-	if (!o->bits || o->state == TIER__ABSENT ||
+	if (!tier__obj_bits(o) || o->state == TIER__ABSENT ||
 	    (o->flags & (TIER__OF_FILLING | TIER__OF_VUNK | TIER__OF_EVICTING)))
 		return;
 	n = read_runs(e, o, NULL, NULL, &bytes);
@@ -397,7 +397,7 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	if (!j->snap || !j->ops || tier__job_obuf(j) < 0)
 		goto nomem;
 	for (uint64_t i = 0; i < e->nbits && i * e->p.extent_size < o->len; i++)
-		if (!tier__bit(o->bits, i))
+		if (!tier__bit(tier__obj_bits(o), i))
 			tier__bit_set(j->snap, i);
 	j->nops = read_runs(e, o, j->snap, j->ops, &bytes);
 	/* the bytes it adds are admitted, not yet cached: they count as full */

@@ -159,8 +159,8 @@ static void flush_read(struct tier__job *j)
 	bool reads = o->len != 0;
 
 	j->version = o->version;
-	if (o->bits) {
-		memcpy(j->snap, o->bits + e->nwords, e->nwords * 8);
+	if (tier__obj_bits(o)) {
+		memcpy(j->snap, tier__obj_bits(o) + e->nwords, e->nwords * 8);
 		n = read_runs(j, NULL);
 		if (!n)
 			reads = false;   /* nothing dirty: only the mark to clear */
@@ -178,7 +178,7 @@ static void flush_read(struct tier__job *j)
 		flush_done(j, true);
 		return;
 	}
-	if (o->bits) {
+	if (tier__obj_bits(o)) {
 		read_runs(j, j->ops);
 	} else {
 		j->ops[0].off = 0;
@@ -204,7 +204,7 @@ static int flush_plan(struct tier__job *j)
 	uint64_t es = e->p.extent_size, n = 0;
 	uint64_t *plan = j->snap ? j->snap + 2 * e->nwords : NULL;
 
-	if (!o->bits) {
+	if (!tier__obj_bits(o)) {
 		j->ops = calloc(1, sizeof(*j->ops));
 		if (!j->ops)
 			return -ENOMEM;
@@ -248,7 +248,7 @@ static bool flush_cleans(const struct tier__job *j)
 {
 	const struct tier_engine *e = j->e;
 
-	if (!j->obj->bits)
+	if (!tier__obj_bits(j->obj))
 		return !j->redirtied;
 	for (size_t w = 0; w < e->nwords; w++)
 		if (j->snap[w] & ~j->snap[e->nwords + w])
@@ -281,8 +281,8 @@ static void flush_setmeta(struct tier__job *j)
 		return;
 	}
 	j->version = o->version;
-	if (o->bits) {
-		const uint64_t *od = o->bits + e->nwords, *snap = j->snap, *rd = snap + e->nwords;
+	if (tier__obj_bits(o)) {
+		const uint64_t *od = tier__obj_bits(o) + e->nwords, *snap = j->snap, *rd = snap + e->nwords;
 		uint64_t *nd = j->snap + 2 * e->nwords;
 		bool any = false;
 
@@ -290,7 +290,7 @@ static void flush_setmeta(struct tier__job *j)
 			nd[w] = od[w] & ~(snap[w] & ~rd[w]);
 			any |= nd[w] != 0;
 		}
-		ml = tier__meta_encode_obj(e, any ? TIER_META_F_DIRTY : 0, j->version, o->bits, nd,
+		ml = tier__meta_encode_obj(e, any ? TIER_META_F_DIRTY : 0, j->version, tier__obj_bits(o), nd,
 					   j->meta);
 	} else {
 		ml = tier__meta_encode_obj(e, 0, j->version, NULL, NULL, j->meta);
@@ -322,13 +322,13 @@ static void flush_clean(struct tier__job *j)
 	uint64_t before = tier__obj_dirty_bytes(e, o);
 	bool any = false;
 
-	if (o->bits) {
+	if (tier__obj_bits(o)) {
 		const uint64_t *nd = j->snap + 2 * e->nwords;
 		for (size_t w = 0; w < e->nwords; w++)
 			any |= nd[w] != 0;
 	}
 	tier__obj_set_state(e, o, any ? TIER__DIRTY : TIER__CLEAN, NULL,
-			    o->bits ? j->snap + 2 * e->nwords : NULL);
+			    tier__obj_bits(o) ? j->snap + 2 * e->nwords : NULL);
 	e->st.flushes++;
 	e->st.flush_partial += any;
 	e->st.flush_bytes += before - tier__obj_dirty_bytes(e, o);
@@ -383,7 +383,7 @@ static void flush_cb(struct tier_store_op *op)
 		free(j->ops);
 		j->ops = NULL;
 		j->nops = 0;
-		if (!o->bits && j->redirtied) {
+		if (!tier__obj_bits(o) && j->redirtied) {
 			flush_done(j, false);   /* object mode: all of it was written again */
 			return;
 		}

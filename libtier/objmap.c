@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtier/objmap.c - the object map: a chained hash table from object key
- * to a 64-byte entry (state, version, mtime, queue, bitmaps), plus the
+ * libtier/objmap.c - the object map: a chained hash table (32-bit slab
+ * indices) from object key to a 48-byte entry (state, version, mtime,
+ * queue) with its bitmaps behind it, in a slab of fixed-size entries that
+ * never move and are recycled through a free list, plus the
  * cached/dirty byte accounting the agent steers by.  It decides when an
  * entry may be dropped (ABSENT, nothing queued or running, nothing to sync)
  * and must never drop an entry that an op or job still points at.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,18 +16,22 @@
 #include "libtier/engine_int.h"
 #include "libtier/hash.h"
 
-#define FREE_OBJ_MAX 4096   /* recycled entries kept for the proxy path */
+_Static_assert(sizeof(struct tier__obj) == 48, "object map entry: 48 bytes");
+_Static_assert(sizeof(struct tier__obj) % 8 == 0, "the bitmaps behind an entry stay aligned");
 
-_Static_assert(sizeof(struct tier__obj) <= 64, "object map entry must stay within 64 bytes");
+#define GROW_LOAD 2   /* entries per bucket before the table doubles */
 
-static size_t alloc_cost(void *p)
+static inline struct tier__obj *slot(const struct tier_engine *e, uint32_t idx1)
 {
-	/* glibc: usable size plus the chunk header */
-	return p ? malloc_usable_size(p) + sizeof(size_t) : 0;
+	uint32_t i = idx1 - 1;
+
+	return (struct tier__obj *)(void *)(e->slab[i >> TIER__SLAB_SHIFT] +
+					     (size_t)(i & (TIER__SLAB_CHUNK - 1)) * e->obj_size);
 }
 
 int tier__map_init(struct tier_engine *e)
 {
+	e->obj_size = sizeof(struct tier__obj) + 2 * e->nwords * sizeof(uint64_t);
 	e->ht_mask = 1023;
 	e->ht = calloc(e->ht_mask + 1, sizeof(*e->ht));
 	return e->ht ? 0 : -ENOMEM;
@@ -34,40 +39,34 @@ int tier__map_init(struct tier_engine *e)
 
 void tier__map_fini(struct tier_engine *e)
 {
-	if (!e->ht)
-		return;
-	for (size_t i = 0; i <= e->ht_mask; i++) {
-		struct tier__obj *o = e->ht[i], *n;
-		for (; o; o = n) {
-			n = o->hnext;
-			free(o->bits);
-			free(o);
-		}
-	}
+	for (size_t i = 0; i < e->n_slab; i++)
+		free(e->slab[i]);
+	free(e->slab);
+	e->slab = NULL;
+	e->n_slab = e->cap_slab = 0;
+	e->slab_used = 0;
+	e->free_obj = 0;
 	free(e->ht);
 	e->ht = NULL;
-	while (e->free_obj) {
-		struct tier__obj *o = e->free_obj;
-		e->free_obj = o->hnext;
-		free(o);
-	}
-	e->n_free_obj = 0;
 }
 
 static void map_grow(struct tier_engine *e)
 {
 	size_t nmask = e->ht_mask * 2 + 1;
-	struct tier__obj **nt = calloc(nmask + 1, sizeof(*nt));
+	uint32_t *nt = calloc(nmask + 1, sizeof(*nt));
 
 	if (!nt)
 		return;   /* keep the longer chains; still correct */
 	for (size_t i = 0; i <= e->ht_mask; i++) {
-		struct tier__obj *o = e->ht[i], *n;
-		for (; o; o = n) {
+		uint32_t idx = e->ht[i], next;
+
+		for (; idx; idx = next) {
+			struct tier__obj *o = slot(e, idx);
 			size_t b = tier__mix64(o->key) & nmask;
-			n = o->hnext;
+
+			next = o->hnext;
 			o->hnext = nt[b];
-			nt[b] = o;
+			nt[b] = idx;
 		}
 	}
 	free(e->ht);
@@ -77,31 +76,64 @@ static void map_grow(struct tier_engine *e)
 
 struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key)
 {
-	struct tier__obj *o = e->ht[tier__mix64(key) & e->ht_mask];
+	uint32_t idx = e->ht[tier__mix64(key) & e->ht_mask];
 
-	while (o && o->key != key)
-		o = o->hnext;
-	return o;
+	while (idx) {
+		struct tier__obj *o = slot(e, idx);
+
+		if (o->key == key)
+			return o;
+		idx = o->hnext;
+	}
+	return NULL;
+}
+
+/* A free entry's index + 1 (a new chunk when none is free), 0 if out of memory. */
+static uint32_t slab_take(struct tier_engine *e)
+{
+	uint32_t idx = e->free_obj;
+
+	if (idx) {
+		e->free_obj = slot(e, idx)->hnext;
+		return idx;
+	}
+	if (e->slab_used == (uint32_t)(e->n_slab << TIER__SLAB_SHIFT)) {
+		char *c;
+
+		if (e->n_slab >= (UINT32_MAX >> TIER__SLAB_SHIFT))
+			return 0;
+		if (e->n_slab == e->cap_slab) {
+			size_t nc = e->cap_slab ? 2 * e->cap_slab : 16;
+			char **ns = realloc(e->slab, nc * sizeof(*ns));
+
+			if (!ns)
+				return 0;
+			e->slab = ns;
+			e->cap_slab = nc;
+		}
+		c = malloc(TIER__SLAB_CHUNK * e->obj_size);
+		if (!c)
+			return 0;
+		e->slab[e->n_slab++] = c;
+		e->obj_mem += TIER__SLAB_CHUNK * e->obj_size;
+	}
+	return ++e->slab_used;
 }
 
 struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, uint64_t objno)
 {
 	uint64_t key = TIER__KEY(img->id, objno);
 	struct tier__obj *o = tier__obj_find(e, key);
+	uint32_t idx;
 	size_t b;
 
 	if (o)
 		return o;
-	if (e->free_obj) {
-		o = e->free_obj;
-		e->free_obj = o->hnext;
-		e->n_free_obj--;
-		memset(o, 0, sizeof(*o));
-	} else {
-		o = calloc(1, sizeof(*o));
-		if (!o)
-			return NULL;
-	}
+	idx = slab_take(e);
+	if (!idx)
+		return NULL;
+	o = slot(e, idx);
+	memset(o, 0, sizeof(*o));
 	o->key = key;
 	if (objno == img->nobjs - 1 && img->size % e->p.object_size)
 		o->len = (uint32_t)(img->size % e->p.object_size);
@@ -109,10 +141,9 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 		o->len = (uint32_t)e->p.object_size;
 	b = tier__mix64(key) & e->ht_mask;
 	o->hnext = e->ht[b];
-	e->ht[b] = o;
+	e->ht[b] = idx;
 	e->n_objs++;
-	e->obj_mem += alloc_cost(o);
-	if (e->n_objs > 2 * (e->ht_mask + 1))
+	if (e->n_objs > GROW_LOAD * (e->ht_mask + 1))
 		map_grow(e);
 	return o;
 }
@@ -128,7 +159,7 @@ bool tier__obj_busy(const struct tier__obj *o)
 void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 {
 	struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(o->key));
-	struct tier__obj **pp;
+	uint32_t *pp, idx;
 
 	if (tier__obj_busy(o))
 		return;
@@ -142,39 +173,32 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 	    (o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE)))
 		return;
 	pp = &e->ht[tier__mix64(o->key) & e->ht_mask];
-	while (*pp != o)
-		pp = &(*pp)->hnext;
+	while (slot(e, *pp) != o)
+		pp = &slot(e, *pp)->hnext;
+	idx = *pp;
 	*pp = o->hnext;
 	e->n_objs--;
-	e->obj_mem -= alloc_cost(o);
 	tier__obj_free_bits(e, o);
-	if (e->n_free_obj < FREE_OBJ_MAX) {
-		o->hnext = e->free_obj;
-		e->free_obj = o;
-		e->n_free_obj++;
-		return;
-	}
-	free(o);
+	o->key = 0;
+	o->hnext = e->free_obj;
+	e->free_obj = idx;
 }
 
 int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o)
 {
-	if (o->bits)
+	if (o->flags & TIER__OF_BITS)
 		return 0;
-	o->bits = calloc(2 * e->nwords, sizeof(uint64_t));
-	if (!o->bits)
-		return -ENOMEM;
-	e->obj_mem += alloc_cost(o->bits);
+	if (!e->nwords)
+		return -EINVAL;
+	memset(o + 1, 0, 2 * e->nwords * sizeof(uint64_t));
+	o->flags |= TIER__OF_BITS;
 	return 0;
 }
 
 void tier__obj_free_bits(struct tier_engine *e, struct tier__obj *o)
 {
-	if (!o->bits)
-		return;
-	e->obj_mem -= alloc_cost(o->bits);
-	free(o->bits);
-	o->bits = NULL;
+	(void)e;
+	o->flags &= (uint16_t)~TIER__OF_BITS;
 }
 
 size_t tier__popcount(const uint64_t *w, size_t nwords)
@@ -212,14 +236,14 @@ uint64_t tier__obj_cached_bytes(const struct tier_engine *e, const struct tier__
 {
 	if (o->state == TIER__ABSENT)
 		return 0;
-	return o->bits ? bits_bytes(e, o, o->bits) : o->len;
+	return tier__obj_bits(o) ? bits_bytes(e, o, tier__obj_bits(o)) : o->len;
 }
 
 uint64_t tier__obj_dirty_bytes(const struct tier_engine *e, const struct tier__obj *o)
 {
 	if (o->state != TIER__DIRTY)
 		return 0;
-	return o->bits ? bits_bytes(e, o, o->bits + e->nwords) : o->len;
+	return tier__obj_bits(o) ? bits_bytes(e, o, tier__obj_bits(o) + e->nwords) : o->len;
 }
 
 static void img_acct(struct tier_engine *e, const struct tier__obj *o, int d)
@@ -267,11 +291,11 @@ void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t sta
 	acct_sub(e, o);
 	if (state == TIER__ABSENT) {
 		tier__obj_free_bits(e, o);
-	} else if (o->bits) {
-		if (valid && valid != o->bits)
-			memcpy(o->bits, valid, e->nwords * 8);
-		if (dirty && dirty != o->bits + e->nwords)
-			memcpy(o->bits + e->nwords, dirty, e->nwords * 8);
+	} else if (tier__obj_bits(o)) {
+		if (valid && valid != tier__obj_bits(o))
+			memcpy(tier__obj_bits(o), valid, e->nwords * 8);
+		if (dirty && dirty != tier__obj_bits(o) + e->nwords)
+			memcpy(tier__obj_bits(o) + e->nwords, dirty, e->nwords * 8);
 	}
 	o->state = state;
 	acct_add(e, o);
@@ -329,7 +353,7 @@ const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj 
 	if ((f & TIER__OF_VUNK) && o->state == TIER__ABSENT)
 		return "VUNK on an ABSENT object";
 	if ((f & TIER__OF_FILLING) &&
-	    (o->state == TIER__ABSENT || !o->bits ||
+	    (o->state == TIER__ABSENT || !tier__obj_bits(o) ||
 	     (f & (TIER__OF_PROMOTING | TIER__OF_EVICTING))))
 		return "FILLING: not cached with bitmaps, or with a promotion or an eviction";
 	if ((f & TIER__OF_FILL_READY) && !(f & TIER__OF_FILLING))
@@ -344,16 +368,16 @@ const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj 
 		return "FQUEUED and the queued fill hints disagree";
 	if (o->nproxy > o->nrun)
 		return "more proxied new-extent writes than shared ops";
-	if (!o->bits)
+	if (!tier__obj_bits(o))
 		return NULL;
 	if (!e->nwords)
 		return "bitmaps in object mode";
 	if (o->state == TIER__ABSENT)
 		return (f & TIER__OF_EXCL) ? NULL : "bitmaps on an ABSENT object";
 	for (size_t w = 0; w < e->nwords; w++) {
-		if (o->bits[e->nwords + w] & ~o->bits[w])
+		if (tier__obj_bits(o)[e->nwords + w] & ~tier__obj_bits(o)[w])
 			return "a dirty extent that is not valid";
-		dirty |= o->bits[e->nwords + w] != 0;
+		dirty |= tier__obj_bits(o)[e->nwords + w] != 0;
 	}
 	if (o->state == TIER__CLEAN && dirty)
 		return "CLEAN with dirty extents";
@@ -426,9 +450,12 @@ void tier__map_foreach(struct tier_engine *e,
 		       void (*fn)(struct tier_engine *e, struct tier__obj *o, void *arg), void *arg)
 {
 	for (size_t i = 0; i <= e->ht_mask; i++) {
-		struct tier__obj *o = e->ht[i], *n;
-		for (; o; o = n) {
-			n = o->hnext;
+		uint32_t idx = e->ht[i], next;
+
+		for (; idx; idx = next) {
+			struct tier__obj *o = slot(e, idx);
+
+			next = o->hnext;   /* fn may release o */
 			fn(e, o, arg);
 		}
 	}

@@ -623,89 +623,89 @@ static void test_durability_choices(void **state)
 static void test_obj_check(void **state)
 {
 	struct tier_engine *e = calloc(1, sizeof(*e));
-	struct tier__obj o;
+	struct { struct tier__obj o; uint64_t bits[2]; } ob;   /* an entry, its bitmaps behind it */
+	struct tier__obj *op = &ob.o;
 	struct tier__ext hint;
-	uint64_t bits[2];
+	uint64_t *bits = ob.bits;
 
 	(void)state;
 	assert_non_null(e);
-	memset(&o, 0, sizeof(o));
-	assert_null(tier__obj_check(e, &o));
-	o.state = TIER__CLEAN;
-	o.flags = TIER__OF_EVICTING;
-	assert_null(tier__obj_check(e, &o));
-	o.flags |= TIER__OF_FLUSHING;
-	assert_non_null(tier__obj_check(e, &o));
-	o.state = TIER__CLEAN;
-	o.flags = TIER__OF_PROMOTING;
-	assert_non_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_FLUSHING;
-	assert_non_null(tier__obj_check(e, &o));     /* FLUSHING a CLEAN copy */
-	o.state = TIER__DIRTY;
-	assert_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_STALE;
-	assert_non_null(tier__obj_check(e, &o));
-	o.state = TIER__ABSENT;
-	assert_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_VUNK;
-	assert_non_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_PQUEUED;
-	assert_non_null(tier__obj_check(e, &o));     /* no hint queued */
+	memset(&ob, 0, sizeof(ob));
+	assert_null(tier__obj_check(e, op));
+	op->state = TIER__CLEAN;
+	op->flags = TIER__OF_EVICTING;
+	assert_null(tier__obj_check(e, op));
+	op->flags |= TIER__OF_FLUSHING;
+	assert_non_null(tier__obj_check(e, op));
+	op->state = TIER__CLEAN;
+	op->flags = TIER__OF_PROMOTING;
+	assert_non_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_FLUSHING;
+	assert_non_null(tier__obj_check(e, op));     /* FLUSHING a CLEAN copy */
+	op->state = TIER__DIRTY;
+	assert_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_STALE;
+	assert_non_null(tier__obj_check(e, op));
+	op->state = TIER__ABSENT;
+	assert_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_VUNK;
+	assert_non_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_PQUEUED;
+	assert_non_null(tier__obj_check(e, op));     /* no hint queued */
 	memset(&hint, 0, sizeof(hint));
 	hint.type = TIER_REQ_CACHE;
-	o.qhead = &hint;
-	assert_null(tier__obj_check(e, &o));
-	o.qhead = NULL;
-	o.flags = 0;
-	o.nproxy = 1;
-	assert_non_null(tier__obj_check(e, &o));
-	o.nrun = 1;
-	assert_null(tier__obj_check(e, &o));
-	o.nrun = o.nproxy = 0;
-	o.state = 7;
-	assert_non_null(tier__obj_check(e, &o));
+	op->qhead = &hint;
+	assert_null(tier__obj_check(e, op));
+	op->qhead = NULL;
+	op->flags = 0;
+	op->nproxy = 1;
+	assert_non_null(tier__obj_check(e, op));
+	op->nrun = 1;
+	assert_null(tier__obj_check(e, op));
+	op->nrun = op->nproxy = 0;
+	op->state = 7;
+	assert_non_null(tier__obj_check(e, op));
 	/* bitmaps */
-	o.state = TIER__DIRTY;
-	o.bits = bits;
-	assert_non_null(tier__obj_check(e, &o));     /* object mode */
+	op->state = TIER__DIRTY;
+	op->flags |= TIER__OF_BITS;   /* bitmaps present */
+	assert_non_null(tier__obj_check(e, op));     /* object mode */
 	e->nwords = 1;
 	bits[0] = 1;
 	bits[1] = 2;                                 /* dirty, not valid */
-	assert_non_null(tier__obj_check(e, &o));
+	assert_non_null(tier__obj_check(e, op));
 	bits[1] = 1;
-	assert_null(tier__obj_check(e, &o));
-	o.state = TIER__CLEAN;
-	assert_non_null(tier__obj_check(e, &o));
+	assert_null(tier__obj_check(e, op));
+	op->state = TIER__CLEAN;
+	assert_non_null(tier__obj_check(e, op));
 	bits[1] = 0;
-	assert_null(tier__obj_check(e, &o));
-	o.state = TIER__DIRTY;
-	assert_non_null(tier__obj_check(e, &o));     /* DIRTY, nothing dirty */
-	o.state = TIER__ABSENT;
-	assert_non_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_EXCL;                     /* a write creating it */
-	assert_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_FILLING;                  /* a fill of an ABSENT object */
-	assert_non_null(tier__obj_check(e, &o));
-	o.state = TIER__DIRTY;
+	assert_null(tier__obj_check(e, op));
+	op->state = TIER__DIRTY;
+	assert_non_null(tier__obj_check(e, op));     /* DIRTY, nothing dirty */
+	op->state = TIER__ABSENT;
+	assert_non_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS | TIER__OF_EXCL;                     /* a write creating it */
+	assert_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS | TIER__OF_FILLING;                  /* a fill of an ABSENT object */
+	assert_non_null(tier__obj_check(e, op));
+	op->state = TIER__DIRTY;
 	bits[1] = 1;
-	assert_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_FILLING | TIER__OF_FLUSHING | TIER__OF_FILL_READY;
-	assert_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_FILLING | TIER__OF_EVICTING;
-	assert_non_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_FILL_READY;               /* without a fill */
-	assert_non_null(tier__obj_check(e, &o));
-	o.flags = TIER__OF_FQUEUED;                  /* no fill hint queued */
-	assert_non_null(tier__obj_check(e, &o));
+	assert_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS | TIER__OF_FILLING | TIER__OF_FLUSHING | TIER__OF_FILL_READY;
+	assert_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS | TIER__OF_FILLING | TIER__OF_EVICTING;
+	assert_non_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS | TIER__OF_FILL_READY;               /* without a fill */
+	assert_non_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS | TIER__OF_FQUEUED;                  /* no fill hint queued */
+	assert_non_null(tier__obj_check(e, op));
 	hint.type = TIER__REQ_FILL;
-	o.qhead = &hint;
-	assert_null(tier__obj_check(e, &o));
-	o.flags = 0;                                 /* a fill hint without the flag */
-	assert_non_null(tier__obj_check(e, &o));
-	o.bits = NULL;
-	o.flags = TIER__OF_FILLING;                  /* no bitmaps */
-	o.qhead = NULL;
-	assert_non_null(tier__obj_check(e, &o));
+	op->qhead = &hint;
+	assert_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_BITS;                                     /* a fill hint without the flag */
+	assert_non_null(tier__obj_check(e, op));
+	op->flags = TIER__OF_FILLING;                                  /* no bitmaps */
+	op->qhead = NULL;
+	assert_non_null(tier__obj_check(e, op));
 	free(e);
 }
 
