@@ -71,8 +71,10 @@ struct tier__ext *tier__ext_alloc(struct tier_engine *e)
 void tier__ext_free(struct tier_engine *e, struct tier__ext *x)
 {
 	tier__resv_put(e, x);
-	free(x->bounce);
-	x->bounce = NULL;
+	if (x->bounce) {   /* rare: the common path calls no allocator at all */
+		free(x->bounce);
+		x->bounce = NULL;
+	}
 	x->next = e->free_ext;
 	e->free_ext = x;
 }

@@ -1258,14 +1258,20 @@ static bool scan_fast(struct opctx *c)
  * record another session left with pending ranges is settled here as a
  * STAT would), under its stripe lock.
  */
+static struct tier_store_op scan_stat_op = { .opcode = TIER_STORE_STAT };   /* read only */
+
 static int scan_one(struct local_be *L, const char *oid, struct scan_page *p)
 {
-	struct tier_store_op sop = { .opcode = TIER_STORE_STAT };
-	struct opctx c = { .L = L, .op = &sop, .fd = -1 };
 	pthread_mutex_t *stripe = &L->stripes[tier__hash_str(oid) % LOCAL_STRIPES];
+	struct opctx c;
 	int rc;
 
-	snprintf(sop.oid, sizeof(sop.oid), "%s", oid);
+	/* not the whole record buffer (8 KiB): meta_load and scan_fast set what they fill */
+	memset(&c, 0, offsetof(struct opctx, m));
+	memset(&c.m, 0, offsetof(struct meta_rec, buf));
+	c.L = L;
+	c.op = &scan_stat_op;   /* obj_release reads its opcode */
+	c.fd = -1;
 	rc = enc_name(oid, c.enc, sizeof(c.enc));
 	if (rc < 0)
 		return page_add(p, oid, &c.m, rc);
