@@ -766,13 +766,18 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		s->full = tier__full_ratio(e);
 	/*
 	 * admission looks at these for misses only, and a fill for reads of
-	 * extents the copy lacks (before the access is recorded)
+	 * extents the copy lacks (before the access is recorded).  A piece is
+	 * offered for admission once, at its first decision: one decided again
+	 * after its access was recorded (its promotion failed, or it waited and
+	 * the copy went meanwhile) is not admitted, or a promotion failing on a
+	 * sick base would be retried for the same write forever.
 	 */
-	if ((o->state == TIER__ABSENT && !cache_hint) || partial_read) {
+	if (((o->state == TIER__ABSENT && !cache_hint) || partial_read) && !(x->seen & 1) &&
+	    x->req) {
 		unsigned n = (unsigned)(x->type == TIER_REQ_READ ? e->p.min_read_recency_for_promote :
 						      e->p.min_write_recency_for_promote);
 
-		s->recent = !(x->seen & 1) && x->req && tier__hitsets_recent(e->hs, o->key, n);
+		s->recent = tier__hitsets_recent(e->hs, o->key, n);
 		s->hint = !s->recent && e->pol->ops->admit && e->pol->ops->admit(e->pol, o->key);
 		if (e->p.admission == TIER_ADMIT_TINYLFU && (s->recent || s->hint) &&
 		    s->full >= e->p.cache_target_full_ratio)

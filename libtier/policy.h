@@ -49,7 +49,7 @@ int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **
 int tier__policy_lru_create(struct tier__policy **out);
 /* ARC: T1/T2 and their ghosts B1/B2; capacity = the cached objects it tracks. */
 int tier__policy_arc_create(struct tier__policy **out);
-/* Whether key is one of ARC's ghosts (B1 or B2): tests; not an admission hint. */
+/* Whether key is one of ARC's ghosts (B1 or B2): its admit() hint. */
 bool tier__policy_arc_is_ghost(struct tier__policy *p, uint64_t key);
 /* ARC's current target size of T1 (tests). */
 uint64_t tier__policy_arc_target(const struct tier__policy *p);

@@ -9,11 +9,11 @@
  * the key goes to T2.  coldest() is ARC's REPLACE: T1's LRU end while |T1|
  * exceeds p, else T2's.  The capacity c is the most objects cached at once
  * (the engine's target moves live; an eviction does not shrink it); ghosts
- * are trimmed to |T1|+|B1| <= c and all four lists to 2c.  The ghosts only
- * steer p: they are not an admission hint (with one, the engine's crash
- * tests hang, docs/BENCHMARKS.md).  coldest()
- * only names victims; a key leaves the cache through remove() (and becomes
- * a ghost).  Never touches the store.
+ * are trimmed to |T1|+|B1| <= c and all four lists to 2c.  admit() is true
+ * for a ghost key (B1 or B2): it left the cache recently, so the engine may
+ * admit its miss as if recency said so (dispatch.c asks once per piece).
+ * coldest() only names victims; a key leaves the cache through remove()
+ * (and becomes a ghost).  Never touches the store.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -190,6 +190,11 @@ bool tier__policy_arc_is_ghost(struct tier__policy *p, uint64_t key)
 	return idx != TIER__KNIL && arc_node(a, idx)->list >= ARC_B1;
 }
 
+static bool arc_admit(struct tier__policy *p, uint64_t key)
+{
+	return tier__policy_arc_is_ghost(p, key);
+}
+
 static size_t arc_bytes(const struct tier__policy *p)
 {
 	const struct arc_policy *a = (const struct arc_policy *)p;
@@ -204,7 +209,7 @@ static const struct tier__policy_ops arc_ops = {
 	.access = arc_access,
 	.remove = arc_remove,
 	.coldest = arc_coldest,
-	.admit = NULL,
+	.admit = arc_admit,
 	.bytes = arc_bytes,
 };
 

@@ -572,6 +572,46 @@ static void test_cache_enospc_on_promotion_proxies(void **state)
 	env_free(v);
 }
 
+/*
+ * A write miss admitted by the eviction policy's hint (s3fifo: the key is a
+ * ghost) whose promotion fails on base is decided again: it must go to base
+ * once, not be admitted again.  Before the fix the hint said yes at every
+ * decision and the write retried the failing promotion forever (what hung
+ * the crash tests with ARC's ghost hint).
+ */
+static void test_failed_promotion_not_retried_by_the_hint(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.evict_policy = TIER_EVICT_S3FIFO;
+	struct env *v = env_new(&p);
+	uint8_t *model = calloc(1, ISZ);
+	struct tier_store_fault f = { .opcode_mask = 1u << TIER_STORE_READ, .fail_fraction = 1.0,
+				      .err = EIO };
+	(void)state;
+
+	assert_int_equal(env_write(v, 0, 4096, 1), 0);
+	model_write(model, 0, 4096, 1);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	assert_int_equal(env_stats(v).promotions, 1);
+	tier_store_set_fault(v->base, &f);      /* every base read fails */
+	assert_int_equal(env_write(v, 8192, 4096, 2), 0);
+	model_write(model, 8192, 4096, 2);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.promote_failed, 1);
+	assert_int_equal(s.promotions, 1);
+	assert_int_equal(s.proxy_writes, 1);
+	assert_int_equal(s.cached_objects, 0);
+	tier_store_set_fault(v->base, NULL);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
 static void test_cache_read_error(void **state)
 {
 	struct env *v = env_new(NULL);
@@ -707,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_cache_eio_on_clean_write_proxies),
 		cmocka_unit_test(test_cache_enospc_on_dirty_write_proxies),
 		cmocka_unit_test(test_cache_enospc_on_promotion_proxies),
+		cmocka_unit_test(test_failed_promotion_not_retried_by_the_hint),
 		cmocka_unit_test(test_cache_read_error),
 		cmocka_unit_test(test_base_eio_fails_only_that_request),
 		cmocka_unit_test(test_bad_meta_discarded_at_rebuild),

@@ -144,6 +144,7 @@ static void test_read_recency_promotes_after_proxy(void **state)
 	struct tier_params p;
 	env_params(&p);
 	p.min_read_recency_for_promote = 1;
+	p.evict_policy = TIER_EVICT_LRU;   /* Ceph's rule alone: no ghost hint */
 	struct env *v = env_new(&p);
 	uint8_t b[4096];
 	(void)state;
@@ -168,6 +169,37 @@ static void test_read_recency_promotes_after_proxy(void **state)
 	uint8_t want[4096];
 	fill(want, 4096, 1);
 	assert_memory_equal(b, want, 4096);
+	env_free(v);
+}
+
+/*
+ * The same script with ARC (the default): the evicted object is a ghost, so
+ * its first read miss is admitted on the policy's hint although the recency
+ * rule says no; a never-cached object still waits for its second read.
+ */
+static void test_arc_ghost_hint_admits_a_read_miss(void **state)
+{
+	struct tier_params p;
+	env_params(&p);
+	p.min_read_recency_for_promote = 1;
+	p.evict_policy = TIER_EVICT_ARC;
+	struct env *v = env_new(&p);
+	uint8_t b[4096];
+	(void)state;
+
+	assert_int_equal(env_write(v, 2 * OS, 4096, 1), 0);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	rotate(v);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS, 4096, b, 0), 0);   /* ghost: admitted */
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 1);
+	assert_int_equal(env_stats(v).promotions, 2);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 5 * OS, 4096, b, 0), 0);   /* never cached */
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 1);
+	assert_int_equal(env_stats(v).promotions, 2);
 	env_free(v);
 }
 
@@ -890,6 +922,7 @@ int main(void)
 		cmocka_unit_test(test_write_miss_proxies_then_promotes),
 		cmocka_unit_test(test_recency_needs_consecutive_sets),
 		cmocka_unit_test(test_read_recency_promotes_after_proxy),
+		cmocka_unit_test(test_arc_ghost_hint_admits_a_read_miss),
 		cmocka_unit_test(test_mode_writeback),
 		cmocka_unit_test(test_mode_readproxy),
 		cmocka_unit_test(test_mode_proxy),

@@ -588,6 +588,10 @@ static void test_arc_ghost_hits_adapt_the_target(void **state)
 	assert_false(tier__policy_arc_is_ghost(p, 2));                /* cached, not a ghost */
 	assert_true(tier__policy_arc_is_ghost(p, 1));                 /* a ghost: a hint */
 	assert_false(tier__policy_arc_is_ghost(p, 77));
+	/* the admission hint is exactly "a ghost" */
+	assert_false(p->ops->admit(p, 2));
+	assert_true(p->ops->admit(p, 1));
+	assert_false(p->ops->admit(p, 77));
 	P_INSERT(p, 1);                                   /* B1 hit: T1 was too small */
 	assert_int_equal(tier__policy_arc_target(p), 1);
 	assert_false(tier__policy_arc_is_ghost(p, 1));
