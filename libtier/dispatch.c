@@ -309,12 +309,35 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 }
 
 /*
+ * The window a fill copies around the read x: fill_window bytes (rounded up
+ * to whole extents) aligned, holding x; 0 or at least the object: all of it.
+ */
+static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
+			const struct tier__ext *x, uint32_t *off, uint32_t *len)
+{
+	uint64_t es = e->p.extent_size, w = (e->p.fill_window + es - 1) / es * es;
+	uint64_t s, t;
+
+	if (!w || w >= o->len) {
+		*off = 0;
+		*len = o->len;
+		return;
+	}
+	s = x->off / w * w;
+	t = ((uint64_t)x->off + x->len + w - 1) / w * w;
+	*off = (uint32_t)s;
+	*len = (uint32_t)((t < o->len ? t : o->len) - s);
+}
+
+/*
  * Queue a fill hint behind the read that needed base for part of o's copy
  * (tier__decide_fill said go, the throttle allowed): it starts once the
- * pieces queued before it are done.  The bytes it will add are reserved
- * against the target until the fill job takes them over.
+ * pieces queued before it are done and copies the extents of [off, off +
+ * len) the copy lacks.  The bytes it will add are reserved against the
+ * target until the fill job takes them over.
  */
-static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_image *img)
+static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_image *img,
+		       uint32_t off, uint32_t len)
 {
 	struct tier__ext *h = tier__ext_alloc(e);
 
@@ -323,20 +346,27 @@ static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_i
 	h->img = img;
 	h->obj = o;
 	h->type = TIER__REQ_FILL;
-	tier__resv_take(e, h, o->len - tier__obj_cached_bytes(e, o), false);
+	h->off = off;
+	h->len = len;
+	tier__resv_take(e, h, tier__fill_bytes(e, o, off, len, NULL), false);
 	o->flags |= TIER__OF_FQUEUED;
 	e->exts_inflight++;
 	q_push_tail(o, h);
 }
 
 /* After a read that needed base for part of a cached copy: fill it, or count why not. */
-static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier_image *img,
+static void maybe_fill(struct tier_engine *e, struct tier__obj *o, const struct tier__ext *x,
 		       enum tier__fill f)
 {
+	uint32_t off, len;
+	uint64_t read;
+
 	switch (f) {
 	case TIER__FILL_GO:
-		if (tier__fill_tokens(e, tier__fill_bytes(e, o)))
-			queue_fill(e, o, img);
+		fill_window(e, o, x, &off, &len);
+		tier__fill_bytes(e, o, off, len, &read);
+		if (tier__fill_tokens(e, read))   /* they guard base: what it reads */
+			queue_fill(e, o, x->img, off, len);
 		break;
 	case TIER__FILL_SKIP_COLD: e->st.fill_skip_cold++; break;
 	case TIER__FILL_SKIP_FULL: e->st.fill_skip_full++; break;
@@ -751,8 +781,8 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		s->any_valid = range_any_valid(e, o, x->off, x->len);
 		partial_read = x->type == TIER_REQ_READ && o->state != TIER__ABSENT && !s->all_valid;
 	}
-	if (tier__obj_bits(o) && x->type == TIER__REQ_FILL)
-		s->obj_all_valid = range_all_valid(e, o, 0, o->len);
+	if (tier__obj_bits(o) && x->type == TIER__REQ_FILL)   /* its window */
+		s->obj_all_valid = range_all_valid(e, o, x->off, x->len);
 	s->bitmaps = e->nwords != 0;
 	s->degraded = tier__degraded(e);
 	s->cache_down = tier__cache_down(e);
@@ -863,7 +893,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_HIT:
 	case TIER__R_HIT_PARTIAL:
 	case TIER__R_EXTENT_MISS:
-		maybe_fill(e, o, x->img, d.fill);   /* behind the read: it copies base after it */
+		maybe_fill(e, o, x, d.fill);   /* behind the read: it copies base after it */
 		start_read(e, o, x, d.route);
 		return true;
 	case TIER__R_PROXY:
@@ -926,7 +956,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		q_pop(o, x);
 		o->flags &= (uint16_t)~TIER__OF_FQUEUED;
 		tier__resv_put(e, x);   /* the fill job holds the bytes from here */
-		tier__fill_start(e, x->img, o);
+		tier__fill_start(e, x->img, o, x->off, x->len);
 		tier__ext_finish(e, x, 0);
 		return true;
 	case TIER__R_COUNT:

@@ -354,9 +354,12 @@ bool tier__fill_tokens(struct tier_engine *e, uint64_t bytes);
 
 /* fill.c */
 /* Bytes a fill of o would read from base: its invalid extents, as fill reads merge them. */
-uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o);
+/* Bytes a fill of [off, off + len) adds to o's copy; *read (if given): what it reads from base. */
+uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o, uint32_t off,
+			  uint32_t len, uint64_t *read);
 /* Start filling o's invalid extents from base (route FILL); no-op if it cannot start. */
-void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
+void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+		      uint32_t off, uint32_t len);
 /* o went quiet (no exclusive op, no shared op): a fill waiting to land goes on. */
 void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
 

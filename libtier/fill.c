@@ -83,13 +83,41 @@ static size_t read_runs(const struct tier_engine *e, const struct tier__obj *o,
 	return n;
 }
 
-uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o)
+/*
+ * The extents of [off, off + len) the copy lacks into want (if given), and
+ * their bytes: what a fill of that window adds to the copy.  *read: what it
+ * reads from base (read_runs: runs merged across small gaps).
+ */
+static uint64_t window_lacks(const struct tier_engine *e, const struct tier__obj *o,
+			     uint32_t off, uint32_t len, uint64_t *want, uint64_t *read)
 {
-	uint64_t b = 0;
+	uint64_t es = e->p.extent_size, b = 0, end = (uint64_t)off + len, t = 0;
 
-	if (tier__obj_bits(o))
-		read_runs(e, o, NULL, NULL, &b);
+	*read = 0;
+	if (!tier__obj_bits(o) || !len)
+		return 0;
+	if (end > o->len)
+		end = o->len;
+	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++) {
+		if (tier__bit(tier__obj_bits(o), i))
+			continue;
+		if (want)
+			tier__bit_set(want, i);
+		b += ext_end(e, o, i) - i * es;
+		*read += ext_end(e, o, i) - i * es;
+		if (t && i * es - t <= FILL_READ_GAP)
+			*read += i * es - t;   /* the gap read with the run */
+		t = ext_end(e, o, i);
+	}
 	return b;
+}
+
+uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o, uint32_t off,
+			  uint32_t len, uint64_t *read)
+{
+	uint64_t r;
+
+	return window_lacks(e, o, off, len, NULL, read ? read : &r);
 }
 
 static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
@@ -278,6 +306,7 @@ static void fill_setmeta(struct tier__job *j)
 /* Data in: land now if the object is quiet, else hold new ops back until it is. */
 static void fill_land(struct tier__job *j)
 {
+	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 
 	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
@@ -285,9 +314,9 @@ static void fill_land(struct tier__job *j)
 		o->flags |= TIER__OF_FILL_READY;
 		return;
 	}
-	if (fill_write(j)) {
-		tier__obj_kick(j->e, o);
-		tier__deliver(j->e);
+	if (fill_write(j)) {   /* it ended: j is gone */
+		tier__obj_kick(e, o);
+		tier__deliver(e);
 	}
 }
 
@@ -377,31 +406,33 @@ static void fill_cb(struct tier_store_op *op)
 	}
 }
 
-void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+		      uint32_t off, uint32_t len)
 {
 	struct tier__job *j;
-	uint64_t bytes;
+	uint64_t bytes, lacks;
 	size_t n;
 
 	if (!tier__obj_bits(o) || o->state == TIER__ABSENT ||
 	    (o->flags & (TIER__OF_FILLING | TIER__OF_VUNK | TIER__OF_EVICTING)))
 		return;
-	n = read_runs(e, o, NULL, NULL, &bytes);
-	if (!n)
+	lacks = window_lacks(e, o, off, len, NULL, &bytes);
+	if (!lacks)
 		return;
 	j = tier__job_new(e, TIER__J_FILL, img, o);
 	if (!j)
 		goto nomem;
 	j->snap = calloc(3 * e->nwords, 8);   /* extents read, to write, new valid */
-	j->ops = calloc(n, sizeof(*j->ops));
-	if (!j->snap || !j->ops || tier__job_obuf(j) < 0)
+	if (!j->snap || tier__job_obuf(j) < 0)
 		goto nomem;
-	for (uint64_t i = 0; i < e->nbits && i * e->p.extent_size < o->len; i++)
-		if (!tier__bit(tier__obj_bits(o), i))
-			tier__bit_set(j->snap, i);
+	window_lacks(e, o, off, len, j->snap, &bytes);
+	n = read_runs(e, o, j->snap, NULL, &bytes);
+	j->ops = calloc(n, sizeof(*j->ops));
+	if (!j->ops)
+		goto nomem;
 	j->nops = read_runs(e, o, j->snap, j->ops, &bytes);
 	/* the bytes it adds are admitted, not yet cached: they count as full */
-	j->len = o->len - tier__obj_cached_bytes(e, o);
+	j->len = lacks;
 	e->promoting_bytes += j->len;
 	o->flags |= TIER__OF_FILLING;
 	j->fnext = e->fills;

@@ -357,6 +357,85 @@ static void test_fill_reads_only_invalid_extents(void **state)
 	env_free(v);
 }
 
+/*
+ * fill_window: a fill copies the lacking extents of the aligned window
+ * around the read (here 2 extents), not the whole object; the throttle and
+ * the reservation count those bytes only.
+ */
+static void test_fill_window_copies_only_the_window(void **state)
+{
+	struct tier_params p;
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_window = 2 * EXT;
+	struct env *v = env_new(&p);
+	base_content(v, &p, model, 1);
+	assert_int_equal(env_write(v, 2 * EXT, EXT, 6), 0);
+	model_write(model, 2 * EXT, EXT, 6);
+	uint64_t b0 = base_read_bytes(v);
+	env_check(v, model, 9 * EXT, EXT);   /* window [8, 10) */
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.fills, 1);
+	assert_int_equal(s.fill_bytes, 2 * EXT);
+	assert_int_equal(s.cached_bytes, 3 * EXT);
+	assert_int_equal(base_read_bytes(v) - b0, EXT + 2 * EXT);
+	/* extents 8 and 9 hit now; 3 (in the window [2, 4) with valid 2) fills just 3 */
+	b0 = base_read_bytes(v);
+	env_check(v, model, 8 * EXT, 2 * EXT);
+	assert_int_equal(base_read_bytes(v), b0);
+	env_check(v, model, 3 * EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.fills, 2);
+	assert_int_equal(s.fill_bytes, 3 * EXT);
+	assert_int_equal(s.cached_bytes, 4 * EXT);
+	/* a window past the object's size is the whole object */
+	p.fill_window = 2 * OS;
+	env_set_params(v, &p);
+	env_check(v, model, 12 * EXT, EXT);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_bytes, OS);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/*
+ * A client writes every extent of a fill's window while the fill reads base:
+ * the fill has nothing left to write and ends as it lands (it used to touch
+ * its freed job there: ASan's heap-use-after-free in fill_land).
+ */
+static void test_fill_overtaken_by_writes_ends(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100 };
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_window = EXT;
+	struct env *v = env_new_vt(&p, &bm, &cm, true);
+	base_content(v, &p, model, 1);
+	assert_int_equal(env_write(v, 2 * EXT, EXT, 6), 0);
+	model_write(model, 2 * EXT, EXT, 6);
+	env_check(v, model, 8 * EXT, EXT);   /* base serves it, a fill of extent 8 behind it */
+	assert_int_equal(env_write(v, 8 * EXT, EXT, 7), 0);   /* lands while the fill reads */
+	model_write(model, 8 * EXT, EXT, 7);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.fills, 0);
+	assert_int_equal(s.fill_failed, 0);
+	assert_int_equal(s.cached_bytes, 2 * EXT);
+	assert_int_equal(s.dirty_bytes, 2 * EXT);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -366,6 +445,8 @@ int main(void)
 		cmocka_unit_test(test_write_racing_fill_wins),
 		cmocka_unit_test(test_fill_reads_base_durably),
 		cmocka_unit_test(test_fill_reads_only_invalid_extents),
+		cmocka_unit_test(test_fill_window_copies_only_the_window),
+		cmocka_unit_test(test_fill_overtaken_by_writes_ends),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
