@@ -309,15 +309,23 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 }
 
 /*
- * The window a fill copies around the read x: fill_window bytes (rounded up
- * to whole extents) aligned, holding x; 0 or at least the object: all of it.
+ * The window a fill copies around the read x.  While every extent the copy
+ * lacks fits below cache_target_full_ratio (admitted bytes included), all of
+ * them: the room is free, and the rest of a hot object is the likeliest
+ * next read.  Under pressure only the aligned fill_window bytes (rounded up
+ * to whole extents) holding x, so a fill evicts no more than it must.
+ * fill_window 0 (or at least the object): always all of them.
  */
 static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 			const struct tier__ext *x, uint32_t *off, uint32_t *len)
 {
 	uint64_t es = e->p.extent_size, w = (e->p.fill_window + es - 1) / es * es;
 	uint64_t s, t;
+	double room = e->p.cache_target_full_ratio - tier__full_ratio(e);
 
+	if (w && w < o->len && e->p.target_max_bytes &&
+	    (double)tier__fill_bytes(e, o, 0, o->len, NULL) < room * (double)e->p.target_max_bytes)
+		w = 0;
 	if (!w || w >= o->len) {
 		*off = 0;
 		*len = o->len;

@@ -358,9 +358,11 @@ static void test_fill_reads_only_invalid_extents(void **state)
 }
 
 /*
- * fill_window: a fill copies the lacking extents of the aligned window
- * around the read (here 2 extents), not the whole object; the throttle and
- * the reservation count those bytes only.
+ * fill_window: under pressure (the object's missing extents do not fit
+ * below cache_target_full_ratio: a target of one object here) a fill copies
+ * the lacking extents of the aligned window around the read (2 extents),
+ * not the whole object; the throttle and the reservation count those bytes
+ * only.  With room (a larger target) it copies all of them again.
  */
 static void test_fill_window_copies_only_the_window(void **state)
 {
@@ -370,6 +372,7 @@ static void test_fill_window_copies_only_the_window(void **state)
 
 	ext_params(&p, 0);
 	p.fill_window = 2 * EXT;
+	p.target_max_bytes = OS;
 	struct env *v = env_new(&p);
 	base_content(v, &p, model, 1);
 	assert_int_equal(env_write(v, 2 * EXT, EXT, 6), 0);
@@ -392,11 +395,12 @@ static void test_fill_window_copies_only_the_window(void **state)
 	assert_int_equal(s.fills, 2);
 	assert_int_equal(s.fill_bytes, 3 * EXT);
 	assert_int_equal(s.cached_bytes, 4 * EXT);
-	/* a window past the object's size is the whole object */
-	p.fill_window = 2 * OS;
+	/* room for the rest (12 extents) below 0.8 of a larger target: all of it */
+	p.target_max_bytes = 64 * OS;
 	env_set_params(v, &p);
 	env_check(v, model, 12 * EXT, EXT);
 	env_pump(v);
+	assert_int_equal(env_stats(v).fills, 3);
 	assert_int_equal(env_stats(v).cached_bytes, OS);
 	env_check(v, model, 0, ISZ);
 	free(model);
@@ -418,6 +422,7 @@ static void test_fill_overtaken_by_writes_ends(void **state)
 
 	ext_params(&p, 0);
 	p.fill_window = EXT;
+	p.target_max_bytes = OS;   /* no room for the whole object: the window */
 	struct env *v = env_new_vt(&p, &bm, &cm, true);
 	base_content(v, &p, model, 1);
 	assert_int_equal(env_write(v, 2 * EXT, EXT, 6), 0);
