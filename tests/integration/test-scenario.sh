@@ -157,9 +157,15 @@ SH
 fi
 
 log "tierd SIGKILLed during the load: FAILED"
+# The kill comes 1 s after tierd's NBD socket appears (its start-up under
+# ASan on a loaded machine can take longer than a fixed delay).
 cat > "$WORK/kill-tierd" <<SH
 #!/bin/bash
-( sleep 1; kill -KILL \$\$ ) &
+conf=; prev=
+for a in "\$@"; do [ "\$prev" != --config ] || conf=\$a; prev=\$a; done
+( sock=\$(dirname "\$conf")/nbd.sock
+  for _ in \$(seq 1200); do [ -S "\$sock" ] && break; sleep 0.05; done
+  sleep 1; kill -KILL \$\$ ) &
 exec "$TIERD" "\$@"
 SH
 chmod +x "$WORK/kill-tierd"
