@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon/admin-internal.h - shared between admin.c (socket, connections) and
- * admin-cmd.c (commands, JSON).  Not part of the daemon's interface.
+ * daemon/admin-internal.h - shared between admin.c (socket, connections),
+ * admin-cmd.c (commands) and admin-perf.c (perf dump / perf schema).  Answers
+ * are jansson values; text is made from them only by json_dumps.  Not part
+ * of the daemon's interface.
  */
 #ifndef TIERD_ADMIN_INTERNAL_H
 #define TIERD_ADMIN_INTERNAL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,21 +43,36 @@ struct tierd_admin {
 	size_t rate_n, rate_head;
 };
 
-/* A growing JSON answer; oom set when an allocation failed. Caller frees p. */
-struct jbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
+/* json_dumps flags of every answer (reals to 10 significant digits). */
+#define TIERD_JSON_FLAGS (JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))
 
-void tierd_admin_jb_printf(struct jbuf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Replace the answer with {"error": "..."}. */
-void tierd_admin_jb_error(struct jbuf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Run one command line (modified in place) and write its answer into out. */
-void tierd_admin_run_line(struct tierd_admin *a, char *line, struct jbuf *out);
+/*
+ * Run one tierctl command line of len bytes (no terminator inside).  Returns
+ * the answer (a new reference: an object, {"error": ...} for any failure), or
+ * NULL only when out of memory.
+ */
+json_t *tierd_admin_run_line(struct tierd_admin *a, const char *line, size_t len);
+/*
+ * Run one command in the ceph admin-socket form: a JSON object with
+ * "prefix" (e.g. "perf dump") and the command's named arguments.  *pretty is
+ * set unless the command asked for "format": "json".  Same return as above.
+ */
+json_t *tierd_admin_run_ceph(struct tierd_admin *a, const char *cmd, size_t len, bool *pretty);
+/* {"error": MESSAGE} (NULL on ENOMEM). */
+json_t *tierd_admin_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A JSON string of any bytes: invalid UTF-8 becomes U+FFFD (NULL on ENOMEM). */
+json_t *tierd_admin_str(const char *s);
 /* Record a throughput sample (called once a second). */
 void tierd_admin_sample_rate(struct tierd_admin *a);
+
+/*
+ * admin-perf.c: the counters in Ceph's perf-counter layout.  logger / counter
+ * (NULL = all) select one section / one counter as `ceph daemon ... perf dump
+ * LOGGER COUNTER` does.  NULL on ENOMEM; {"error"} for an unknown logger.
+ */
+json_t *tierd_admin_perf_dump(struct tierd_admin *a, struct tier_engine *e,
+			      const char *logger, const char *counter);
+json_t *tierd_admin_perf_schema(struct tierd_admin *a, struct tier_engine *e,
+				const char *logger, const char *counter);
 
 #endif

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * admin.c - the admin socket's transport: a unix socket (mode 0600 from the
- * start, owner or root only) on the daemon's loop, one command per line, one
- * JSON answer line per command, in order.  It decides who may connect, how a
+ * start, owner or root only) on the daemon's loop.  Two framings, told apart
+ * per command: tierctl's (one command per line, one JSON answer line per
+ * command, in order) and the ceph CLI's (`ceph daemon PATH ...`: a JSON
+ * command ended by NUL, answered by a 4-byte big-endian length and the JSON,
+ * then the connection closes).  It decides who may connect, how a
  * stale socket is replaced and how connections end (idle or not reading its
  * answers for the client timeout: closed; answers queued past
  * ADMIN_MAX_QUEUED: its commands are not read until they drain; at most
@@ -17,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include "daemon/admin-internal.h"
 #include "daemon/log.h"
@@ -130,32 +134,42 @@ static void on_written(uv_write_t *req, int status)
 	}
 }
 
-static void conn_answer(struct admin_conn *conn, struct jbuf *b)
+/*
+ * Send answer (consumed): one line of JSON for tierctl's protocol; for the
+ * ceph protocol a 4-byte big-endian length, then the JSON, then the
+ * connection closes (as Ceph's admin socket does).
+ */
+static void conn_answer(struct admin_conn *conn, json_t *answer, bool ceph, bool pretty)
 {
+	size_t flags = TIERD_JSON_FLAGS | (pretty ? JSON_INDENT(4) : 0);
 	struct wreq *w = NULL;
+	char *text = answer ? json_dumps(answer, flags) : NULL;
+	size_t tlen = text ? strlen(text) : 0, hlen = ceph ? 4 : 0;
 	uv_buf_t buf;
 
-	if (!b->p)
-		tierd_admin_jb_printf(b, "{}");
-	if (b->oom) {
+	json_decref(answer);
+	if (!text || !(w = calloc(1, sizeof(*w))) || !(w->data = malloc(hlen + tlen + 1))) {
+		free(text);
+		free(w);
 		conn_close(conn);
-		goto out;
+		return;
 	}
-	b->p[b->len++] = '\n';
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		conn_close(conn);
-		goto out;
+	if (ceph) {
+		uint32_t be = htonl((uint32_t)tlen);
+		memcpy(w->data, &be, 4);
+		conn->close_after_write = true;
 	}
+	memcpy(w->data + hlen, text, tlen);
+	if (!ceph)
+		w->data[tlen++] = '\n';
+	free(text);
 	w->conn = conn;
-	w->data = b->p;
-	buf = uv_buf_init(b->p, (unsigned)b->len);
-	b->p = NULL;
+	buf = uv_buf_init(w->data, (unsigned)(hlen + tlen));
 	if (uv_write(&w->req, (uv_stream_t *)&conn->pipe, &buf, 1, on_written) < 0) {
 		free(w->data);
 		free(w);
 		conn_close(conn);
-		goto out;
+		return;
 	}
 	/* a client that does not read its answers: stop reading its commands */
 	if (!conn->paused &&
@@ -163,8 +177,6 @@ static void conn_answer(struct admin_conn *conn, struct jbuf *b)
 		conn->paused = true;
 		uv_read_stop((uv_stream_t *)&conn->pipe);
 	}
-out:
-	free(b->p);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -175,38 +187,77 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(conn->buf + conn->len, (unsigned)(sizeof(conn->buf) - conn->len));
 }
 
-/* Run the complete command lines buffered, as far as the answers drain. */
+/* Whether a command changes state (audited): a line by its words, a ceph
+ * command by its "prefix". */
+static bool audit_wanted(const char *cmd, size_t len, bool ceph)
+{
+	json_t *j;
+	bool r;
+
+	if (!ceph)
+		return tierd_audit_wanted(cmd);
+	j = json_loadb(cmd, len, 0, NULL);
+	r = json_is_string(json_object_get(j, "prefix")) &&
+	    tierd_audit_wanted(json_string_value(json_object_get(j, "prefix")));
+	json_decref(j);
+	return r;
+}
+
+/* The end of the first command buffered: a newline, or the NUL that ends a
+ * ceph command; NULL while none is complete. */
+static char *command_end(struct admin_conn *conn)
+{
+	for (size_t i = 0; i < conn->len; i++)
+		if (conn->buf[i] == '\n' || conn->buf[i] == '\0')
+			return conn->buf + i;
+	return NULL;
+}
+
+/*
+ * Run the complete commands buffered, as far as the answers drain.  A
+ * command that ends with NUL or starts with '{' is the ceph CLI's (`ceph
+ * daemon PATH ...`: JSON, answered length-prefixed); any other is a tierctl
+ * line.
+ */
 static void conn_run_lines(struct admin_conn *conn)
 {
 	uv_stream_t *s = (uv_stream_t *)&conn->pipe;
-	char *nl;
+	char *end;
 
-	while (!uv_is_closing((uv_handle_t *)s) && !conn->paused &&
-	       (nl = memchr(conn->buf, '\n', conn->len)) != NULL) {
-		struct jbuf out = {0};
-		size_t used = (size_t)(nl - conn->buf) + 1;
-		char copy[ADMIN_MAX_LINE];
+	while (!uv_is_closing((uv_handle_t *)s) && !conn->paused && !conn->close_after_write &&
+	       (end = command_end(conn)) != NULL) {
+		size_t len = (size_t)(end - conn->buf);
+		bool ceph = *end == '\0' || (len && conn->buf[0] == '{'), pretty = false;
+		char copy[ADMIN_MAX_LINE + 1];
+		json_t *answer;
 		bool audit;
 
-		*nl = '\0';
 		conn_touch(conn);
-		audit = conn->a->hooks.log && tierd_audit_wanted(conn->buf);
-		if (audit)
-			memcpy(copy, conn->buf, used);   /* run_line cuts it into words */
-		tierd_admin_run_line(conn->a, conn->buf, &out);
-		if (audit)
+		memcpy(copy, conn->buf, len);
+		copy[len] = '\0';
+		audit = conn->a->hooks.log && audit_wanted(copy, len, ceph);
+		if (ceph)
+			answer = tierd_admin_run_ceph(conn->a, conn->buf, len, &pretty);
+		else
+			answer = tierd_admin_run_line(conn->a, conn->buf, len);
+		if (audit) {
+			char *text = answer ? json_dumps(answer, TIERD_JSON_FLAGS) : NULL;
 			tierd_audit(conn->a->hooks.log, conn->a->hooks.arg, conn->cred.uid,
-				    conn->cred.pid, copy, out.p ? out.p : "", out.len);
-		conn_answer(conn, &out);
-		memmove(conn->buf, conn->buf + used, conn->len - used);
-		conn->len -= used;
+				    conn->cred.pid, copy, text ? text : "", text ? strlen(text) : 0);
+			free(text);
+		}
+		memmove(conn->buf, end + 1, conn->len - len - 1);
+		conn->len -= len + 1;
+		if (ceph)
+			uv_read_stop(s);
+		conn_answer(conn, answer, ceph, pretty);
 	}
-	if (conn->len == sizeof(conn->buf) && !conn->paused && !uv_is_closing((uv_handle_t *)s)) {
-		struct jbuf out = {0};
-		tierd_admin_jb_error(&out, "command line too long (allowed: %d bytes)", ADMIN_MAX_LINE - 1);
+	if (conn->len == sizeof(conn->buf) && !conn->paused && !conn->close_after_write &&
+	    !uv_is_closing((uv_handle_t *)s)) {
 		conn->close_after_write = true;
 		uv_read_stop(s);
-		conn_answer(conn, &out);
+		conn_answer(conn, tierd_admin_error("command line too long (allowed: %d bytes)",
+						    ADMIN_MAX_LINE - 1), false, false);
 	}
 }
 

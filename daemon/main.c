@@ -1115,7 +1115,7 @@ static int start(struct tierd *d)
 		tierd_admin_set_timeout(d->admin, c->client_timeout_ms);
 	}
 	if (c->prometheus && c->prometheus[0]) {
-		rc = tierd_prom_start(&d->loop, c->prometheus, hook_engine, d, &d->prom);
+		rc = tierd_prom_start(&d->loop, c->prometheus, hook_engine, hook_store, d, &d->prom);
 		if (rc < 0) {
 			tlog(d, TIER_LOG_ERROR, "prometheus endpoint %s: %s", c->prometheus,
 			     strerror(-rc));

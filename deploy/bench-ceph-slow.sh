@@ -205,7 +205,7 @@ for tag in runs:
     r["dirty"] = None
     pa = load(os.path.join(bench, tag + ".perf.after.json"))
     if pa:
-        r["dirty"] = pa["gauges"]["dirty_bytes"]
+        r["dirty"] = pa["tierd"]["dirty_bytes"]
     oa, ob = load(os.path.join(bench, tag + ".after.osd1.json")), load(os.path.join(bench, tag + ".before.osd1.json"))
     if v == "b" and oa and ob and r["baseread"] is not None:
         r["baseread"] += (oa["osd"]["tier_promote"] - ob["osd"]["tier_promote"]) * OBJ

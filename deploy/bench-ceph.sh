@@ -294,10 +294,10 @@ for tag in open(os.path.join(out, "runs")).read().split():
     pa, pb = load(tag + ".perf.after.json"), load(tag + ".perf.before.json")
     oa, ob = load(tag + ".after.osd1.json"), load(tag + ".before.osd1.json")
     if pa and pb:            # tierd's own counters
-        ca, cb = pa["counters"], pb["counters"]
+        ca, cb = pa["tierd"], pb["tierd"]
         ops = " / ".join(str(ca[k] - cb[k]) for k in ("promotions", "flushes", "evictions", "proxy_writes"))
         moved = " / ".join(mib(ca[k] - cb[k]) for k in ("promote_bytes", "flush_bytes"))
-        dirty = mib(pa["gauges"]["dirty_bytes"]) + " MiB"
+        dirty = mib(pa["tierd"]["dirty_bytes"]) + " MiB"
     elif v == "b" and oa and ob:   # Ceph's OSD counters: object counts only
         ca, cb = oa["osd"], ob["osd"]
         # the agent flushes with try-flush: tier_clean counts objects made clean

@@ -306,7 +306,7 @@ for line in open(sys.argv[1]):
         # % time, seconds, usecs/call, calls, [errors], syscall
         calls[f[-1]] = int(f[3])
 try:
-    c = json.load(open(sys.argv[2]))["counters"]
+    c = json.load(open(sys.argv[2]))["tierd"]
 except Exception:
     c = {}
 w = c.get("write_ops", 0)

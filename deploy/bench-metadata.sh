@@ -113,7 +113,7 @@ stop() {
 }
 
 get() {   # perf dump field (a gauge or a top-level one)
-	echo "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); k=sys.argv[1]; print(d["gauges"][k] if k in d.get("gauges", {}) else d[k])' "$2"
+	echo "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin)["tierd"]; print(d[sys.argv[1]])' "$2"
 }
 
 echo "machine: $(nproc) CPUs, $(uname -sr); tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo +dirty); $N objects of $OSZ B (extent $ESZ) on $DIR, ulimit -n $(ulimit -n), load $(cut -d' ' -f1-3 /proc/loadavg)"

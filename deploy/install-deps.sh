@@ -7,9 +7,9 @@ set -eu
 
 build_pkgs="build-essential meson ninja-build pkg-config libuv1-dev libzstd-dev
 libcmocka-dev libinih-dev libnbd-dev libsystemd-dev librados-dev librbd-dev
-libgnutls28-dev debhelper dpkg-dev"
+libgnutls28-dev libjansson-dev debhelper dpkg-dev"
 test_pkgs="fio libnbd-bin python3-libnbd nbdkit qemu-utils python3 procps
-gnutls-bin clang libclang-rt-14-dev
+gnutls-bin clang libclang-rt-14-dev prometheus python3-prometheus-client
 systemd nbd-client"
 # deploy/bench-nbdkit.sh BENCH_PRELOADS: the allocator check in docs/BENCHMARKS.md
 bench_pkgs="libjemalloc2 libtcmalloc-minimal4 linux-perf"
@@ -35,4 +35,11 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# prometheus is here for promtool (tests/integration/test-prometheus.sh): its
+# server, enabled by the package, is not wanted on a build or CI machine
+case " $missing " in *" prometheus "*)
+	if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+		$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi ;;
+esac
 echo "install-deps: done"

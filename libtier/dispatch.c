@@ -373,12 +373,12 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, const struct 
 	case TIER__FILL_GO:
 		fill_window(e, o, x, &off, &len);
 		tier__fill_bytes(e, o, off, len, &read);
-		if (tier__fill_tokens(e, read))   /* they guard base: what it reads */
+		if (tier__fill_tokens(e, x->img, read))   /* they guard base: what it reads */
 			queue_fill(e, o, x->img, off, len);
 		break;
-	case TIER__FILL_SKIP_COLD: e->st.fill_skip_cold++; break;
-	case TIER__FILL_SKIP_FULL: e->st.fill_skip_full++; break;
-	case TIER__FILL_SKIP_DEGRADED: e->st.fill_skip_degraded++; break;
+	case TIER__FILL_SKIP_COLD: tier__count(e, x->img, fill_skip_cold, 1); break;
+	case TIER__FILL_SKIP_FULL: tier__count(e, x->img, fill_skip_full, 1); break;
+	case TIER__FILL_SKIP_DEGRADED: tier__count(e, x->img, fill_skip_degraded, 1); break;
 	case TIER__FILL_NONE: break;
 	}
 }
@@ -391,27 +391,27 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 	x->pos = x->off;
 	switch (route) {
 	case TIER__R_HIT:
-		e->st.read_hits++;
+		tier__count(e, x->img, read_hits, 1);
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_HIT_PARTIAL:
-		e->st.read_misses++;
-		e->st.read_miss_bytes += x->len;
+		tier__count(e, x->img, read_misses, 1);
+		tier__count(e, x->img, read_miss_bytes, x->len);
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_EXTENT_MISS:
-		e->st.read_misses++;
-		e->st.read_miss_bytes += x->len;
+		tier__count(e, x->img, read_misses, 1);
+		tier__count(e, x->img, read_miss_bytes, x->len);
 		x->step = XS_READ_RUNS;
 		read_next(e, o, x);
 		return;
 	default:   /* PROXY, PROXY_THEN_PROMOTE */
-		e->st.read_misses++;
-		e->st.read_miss_bytes += x->len;
-		e->st.proxy_reads++;
-		e->st.proxy_read_bytes += x->len;
+		tier__count(e, x->img, read_misses, 1);
+		tier__count(e, x->img, read_miss_bytes, x->len);
+		tier__count(e, x->img, proxy_reads, 1);
+		tier__count(e, x->img, proxy_read_bytes, x->len);
 		if (route == TIER__R_PROXY_THEN_PROMOTE)
 			queue_promotion(e, o, x->img);
 		x->step = XS_READ_BASE;
@@ -452,8 +452,8 @@ static void start_proxy_write(struct tier_engine *e, struct tier__obj *o, struct
 	if (x->type == TIER_REQ_WRITE) {
 		op_init(x, TIER_STORE_WRITE, proxy_cb);
 		x->op.buf = x->buf;
-		e->st.proxy_writes++;
-		e->st.proxy_write_bytes += x->len;
+		tier__count(e, x->img, proxy_writes, 1);
+		tier__count(e, x->img, proxy_write_bytes, x->len);
 	} else {
 		op_init(x, whole ? TIER_STORE_REMOVE : TIER_STORE_ZERO, proxy_cb);
 	}
@@ -868,7 +868,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	d = tier__decide(&e->p, &s);
 	/* promote.c's throttle guards base: an extent-mode admission copies nothing */
 	if (d.admitted &&
-	    !tier__promote_tokens(e, d.route == TIER__R_CACHE_WRITE ? 0 : o->len)) {
+	    !tier__promote_tokens(e, x->img, d.route == TIER__R_CACHE_WRITE ? 0 : o->len)) {
 		d.route = TIER__R_PROXY;
 		d.why = "miss admitted, promotion throttled";
 	}
@@ -880,10 +880,10 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		x->nocache = 1;
 	if (d.count != TIER__C_NONE && !(x->seen & 2)) {
 		if (d.count == TIER__C_HIT) {
-			e->st.write_hits++;
+			tier__count(e, x->img, write_hits, 1);
 		} else {
-			e->st.write_misses++;
-			e->st.write_miss_bytes += x->len;
+			tier__count(e, x->img, write_misses, 1);
+			tier__count(e, x->img, write_miss_bytes, x->len);
 		}
 	}
 	if (d.count != TIER__C_NONE)

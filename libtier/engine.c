@@ -102,9 +102,11 @@ void tier__deliver(struct tier_engine *e)
 			e->done_tail = NULL;
 		req->next = NULL;
 		tier_lat_record(&e->st.lat[k], (now - req->t_start_ns) / 1000);
+		if (req->img)
+			tier_lat_record(&req->img->st.lat[k], (now - req->t_start_ns) / 1000);
 		e->reqs_inflight--;
 		if (req->first_err)
-			e->st.errors++;
+			tier__count(e, req->img, errors, 1);
 		req->cb(req, req->first_err);
 	}
 	e->delivering = false;
@@ -482,6 +484,15 @@ void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out)
 	out->requests_in_flight = e->reqs_inflight;
 	out->dirty_ratio_ppm = (uint64_t)(tier__dirty_ratio(e) * 1e6);
 	out->full_ratio_ppm = (uint64_t)(tier__full_ratio(e) * 1e6);
+}
+
+void tier_image_get_stats(const struct tier_image *img, struct tier_stats *out)
+{
+	*out = img->st;
+	out->cached_objects = img->n_cached;
+	out->cached_bytes = img->cached_bytes;
+	out->dirty_objects = img->n_dirty;
+	out->dirty_bytes = img->dirty_bytes;
 }
 
 int tier_engine_archive_hitsets(struct tier_engine *e)

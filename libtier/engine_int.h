@@ -160,6 +160,8 @@ struct tier_image {
 	uint64_t size;
 	uint64_t nobjs;
 	uint64_t n_cached, n_dirty;     /* this image's share of the engine's counts */
+	uint64_t cached_bytes, dirty_bytes;
+	struct tier_stats st;           /* this image's counters (tier__count) */
 	uint32_t id;
 	bool ro;
 	bool closed;
@@ -253,6 +255,19 @@ struct tier_engine {
 	struct tier__elog elog[TIER__EL_N];   /* log.c */
 };
 
+/*
+ * Count n on the engine's totals and on img's own block (img NULL: the
+ * engine's only).  Every per-request and per-object counter goes through it,
+ * so an image's counters add up to the totals of the images still known.
+ */
+#define tier__count(e, img, field, n)                                           \
+	do {                                                                    \
+		struct tier_image *img_ = (img);                                \
+		(e)->st.field += (n);                                           \
+		if (img_)                                                       \
+			img_->st.field += (n);                                  \
+	} while (0)
+
 /* engine.c */
 uint64_t tier__eng_now_ns(const struct tier_engine *e);
 static inline uint64_t tier__eng_now_ms(const struct tier_engine *e) { return tier__eng_now_ns(e) / 1000000; }
@@ -342,7 +357,7 @@ void tier__ext_pool_fini(struct tier_engine *e);
 
 /* promote.c */
 /* The throttle: take an admitted promotion's tokens (bytes 0: copies nothing, free). */
-bool tier__promote_tokens(struct tier_engine *e, uint64_t bytes);
+bool tier__promote_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes);
 void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
 			 struct tier__ext *waiter);
 void tier__tokens_refill(struct tier_engine *e);
@@ -350,7 +365,7 @@ void tier__tokens_refill(struct tier_engine *e);
 void tier__resv_take(struct tier_engine *e, struct tier__ext *x, uint64_t bytes, bool obj);
 void tier__resv_put(struct tier_engine *e, struct tier__ext *x);
 /* The throttle for a fill reading `bytes` from base (counts fill_skip_throttled). */
-bool tier__fill_tokens(struct tier_engine *e, uint64_t bytes);
+bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes);
 
 /* fill.c */
 /* Bytes a fill of o would read from base: its invalid extents, as fill reads merge them. */

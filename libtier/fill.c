@@ -143,7 +143,7 @@ static void fill_end(struct tier__job *j, bool ok)
 	o->flags &= (uint16_t)~(TIER__OF_FILLING | TIER__OF_FILL_READY);
 	e->promoting_bytes -= j->len;
 	if (!ok)
-		e->st.fill_failed++;
+		tier__count(e, j->img, fill_failed, 1);
 	tier__job_free(j);
 }
 
@@ -398,8 +398,8 @@ static void fill_cb(struct tier_store_op *op)
 		o->version = j->version;
 		tier__obj_set_state(e, o, o->state, j->snap + 2 * e->nwords, NULL);
 		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
-		e->st.fills++;
-		e->st.fill_bytes += tier__obj_cached_bytes(e, o) - before;
+		tier__count(e, j->img, fills, 1);
+		tier__count(e, j->img, fill_bytes, tier__obj_cached_bytes(e, o) - before);
 		fill_done(j, true);
 		return;
 	}
@@ -442,5 +442,5 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	return;
 nomem:
 	tier__job_free(j);
-	e->st.fill_failed++;
+	tier__count(e, img, fill_failed, 1);
 }

@@ -53,7 +53,7 @@ static void flush_end(struct tier__job *j, bool failed)
 		tier__agent_cool(e, o, now + (d > e->p.cache_min_flush_age ? d : e->p.cache_min_flush_age));
 	}
 	if (failed) {
-		e->st.flush_failed++;
+		tier__count(e, j->img, flush_failed, 1);
 		e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
 		/* the agent rests after a failure; the lines are rate-limited too */
 		char oid[TIER_OID_MAX];
@@ -329,9 +329,9 @@ static void flush_clean(struct tier__job *j)
 	}
 	tier__obj_set_state(e, o, any ? TIER__DIRTY : TIER__CLEAN, NULL,
 			    tier__obj_bits(o) ? j->snap + 2 * e->nwords : NULL);
-	e->st.flushes++;
-	e->st.flush_partial += any;
-	e->st.flush_bytes += before - tier__obj_dirty_bytes(e, o);
+	tier__count(e, j->img, flushes, 1);
+	tier__count(e, j->img, flush_partial, any);
+	tier__count(e, j->img, flush_bytes, before - tier__obj_dirty_bytes(e, o));
 }
 
 static void flush_base_writes(struct tier__job *j, bool last)
@@ -517,10 +517,10 @@ static void evict_cb(struct tier_store_op *op)
 		uint64_t bytes = tier__obj_cached_bytes(e, o);
 		tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
 		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_C | TIER__OF_VUNK);
-		e->st.evictions++;
-		e->st.evict_bytes += bytes;
+		tier__count(e, j->img, evictions, 1);
+		tier__count(e, j->img, evict_bytes, bytes);
 	} else {
-		e->st.evict_failed++;
+		tier__count(e, j->img, evict_failed, 1);
 		if (r != -ECANCELED) {
 			tier__log_fail(e, TIER_LOG_WARN, TIER__EL_EVICT, j->img, op->oid, e->cache,
 				       r, "; the copy stays cached");

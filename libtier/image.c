@@ -468,15 +468,28 @@ uint64_t tier_image_size(const struct tier_image *img)
 	return img->size;
 }
 
-static void count_req(struct tier_engine *e, const struct tier_request *req)
+static void count_req(struct tier_engine *e, struct tier_image *img,
+		      const struct tier_request *req)
 {
 	switch (req->type) {
-	case TIER_REQ_READ: e->st.read_ops++; e->st.read_bytes += req->len; break;
-	case TIER_REQ_WRITE: e->st.write_ops++; e->st.write_bytes += req->len; break;
-	case TIER_REQ_TRIM: e->st.trim_ops++; e->st.trim_bytes += req->len; break;
-	case TIER_REQ_WRITE_ZEROES: e->st.zero_ops++; e->st.zero_bytes += req->len; break;
-	case TIER_REQ_FLUSH: e->st.flush_ops++; break;
-	default: e->st.cache_ops++; break;
+	case TIER_REQ_READ:
+		tier__count(e, img, read_ops, 1);
+		tier__count(e, img, read_bytes, req->len);
+		break;
+	case TIER_REQ_WRITE:
+		tier__count(e, img, write_ops, 1);
+		tier__count(e, img, write_bytes, req->len);
+		break;
+	case TIER_REQ_TRIM:
+		tier__count(e, img, trim_ops, 1);
+		tier__count(e, img, trim_bytes, req->len);
+		break;
+	case TIER_REQ_WRITE_ZEROES:
+		tier__count(e, img, zero_ops, 1);
+		tier__count(e, img, zero_bytes, req->len);
+		break;
+	case TIER_REQ_FLUSH: tier__count(e, img, flush_ops, 1); break;
+	default: tier__count(e, img, cache_ops, 1); break;
 	}
 }
 
@@ -533,8 +546,9 @@ int tier_image_submit(struct tier_image *img, struct tier_request *req)
 	req->first_err = 0;
 	req->next = NULL;
 	req->t_start_ns = tier__eng_now_ns(e);
+	req->img = img;
 	e->reqs_inflight++;
-	count_req(e, req);
+	count_req(e, img, req);
 	if (img->ready == 0) {
 		if (img->pend_tail)
 			img->pend_tail->next = req;

@@ -253,8 +253,11 @@ static void img_acct(struct tier_engine *e, const struct tier__obj *o, int d)
 	if (!img)
 		return;
 	img->n_cached += (uint64_t)(int64_t)d;
-	if (o->state == TIER__DIRTY)
+	img->cached_bytes += (uint64_t)((int64_t)d * (int64_t)tier__obj_cached_bytes(e, o));
+	if (o->state == TIER__DIRTY) {
 		img->n_dirty += (uint64_t)(int64_t)d;
+		img->dirty_bytes += (uint64_t)((int64_t)d * (int64_t)tier__obj_dirty_bytes(e, o));
+	}
 }
 
 static void acct_sub(struct tier_engine *e, const struct tier__obj *o)

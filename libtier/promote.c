@@ -74,20 +74,20 @@ void tier__resv_put(struct tier_engine *e, struct tier__ext *x)
 	x->resv_obj = 0;
 }
 
-bool tier__promote_tokens(struct tier_engine *e, uint64_t bytes)
+bool tier__promote_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes)
 {
 	if (tokens_take(e, bytes))
 		return true;
-	e->st.promote_throttled++;
+	tier__count(e, img, promote_throttled, 1);
 	return false;
 }
 
 /* A fill (fill.c) copies from base like a promotion: the same buckets. */
-bool tier__fill_tokens(struct tier_engine *e, uint64_t bytes)
+bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes)
 {
 	if (tokens_take(e, bytes))
 		return true;
-	e->st.fill_skip_throttled++;
+	tier__count(e, img, fill_skip_throttled, 1);
 	return false;
 }
 
@@ -107,7 +107,7 @@ static void promote_done(struct tier__job *j, bool ok)
 	if (!ok) {
 		char oid[TIER_OID_MAX];
 
-		e->st.promote_failed++;
+		tier__count(e, j->img, promote_failed, 1);
 		tier__oid(j->img, TIER__KEY_OBJNO(o->key), oid);
 		tier__log_fail(e, TIER_LOG_WARN, TIER__EL_PROMOTE, j->img, oid,
 			       j->step == PROMOTE_WRITE ? e->cache : e->base,
@@ -196,8 +196,8 @@ static void promote_cb(struct tier_store_op *op)
 	o->mtime_ms = tier__eng_now_ms(e);
 	o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
 	tier__obj_set_state(e, o, TIER__CLEAN, NULL, NULL);
-	e->st.promotions++;
-	e->st.promote_bytes += j->len;
+	tier__count(e, j->img, promotions, 1);
+	tier__count(e, j->img, promote_bytes, j->len);
 	promote_done(j, true);
 }
 
@@ -239,7 +239,7 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 
 	if (!j || tier__job_obuf(j) < 0) {
 		tier__job_free(j);
-		e->st.promote_failed++;
+		tier__count(e, img, promote_failed, 1);
 		if (waiter)
 			tier__ext_finish(e, waiter, 0);
 		return;

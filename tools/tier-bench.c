@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <libnbd.h>
 
 #include "bench.h"
@@ -149,7 +150,7 @@ double proc_cpu_s(int pid)
 	return (double)(ut + st) / (double)tck;
 }
 
-/* ---- admin socket: one "perf dump" line out, one JSON line back ---- */
+/* ---- admin socket: one "perf dump" line out, one JSON line back (jansson) ---- */
 
 static char *admin_ask(const char *path, const char *cmd)
 {
@@ -195,100 +196,53 @@ out:
 	return buf;
 }
 
-/* End of the JSON object that starts at p ('{'), strings and nesting aware. */
-static const char *obj_end(const char *p)
+/* Sum of a pool logger's OP_bytes counters (perf dump "tierd-pool-ROLE"). */
+static double pool_bytes(json_t *sec)
 {
-	int depth = 0;
-	bool str = false;
+	const char *k;
+	json_t *v;
+	double sum = 0;
 
-	for (; *p; p++) {
-		if (str) {
-			if (*p == '\\' && p[1])
-				p++;
-			else if (*p == '"')
-				str = false;
-		} else if (*p == '"') {
-			str = true;
-		} else if (*p == '{') {
-			depth++;
-		} else if (*p == '}' && --depth == 0) {
-			return p;
-		}
-	}
-	return NULL;
-}
-
-/* The object value of "key" between p and end, or NULL. */
-static const char *find_obj(const char *p, const char *end, const char *key, const char **oend)
-{
-	char pat[64];
-	const char *q;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	q = strstr(p, pat);
-	if (!q || (end && q >= end))
-		return NULL;
-	q += strlen(pat);
-	while (*q == ' ')
-		q++;
-	if (*q != '{' || !(*oend = obj_end(q)))
-		return NULL;
-	return q;
-}
-
-static bool num_in(const char *p, const char *end, const char *key, double *v)
-{
-	char pat[64], *e;
-	const char *q;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	q = strstr(p, pat);
-	if (!q || q >= end)
-		return false;
-	*v = strtod(q + strlen(pat), &e);
-	return e != q + strlen(pat);
-}
-
-/* Sum of every "bytes": value inside one pool's object. */
-static double pool_bytes(const char *pools, const char *pend, const char *role)
-{
-	const char *e, *p = find_obj(pools, pend, role, &e);
-	double sum = 0, v;
-	char *x;
-
-	for (; p && (p = strstr(p, "\"bytes\":")) && p < e; p = x) {
-		v = strtod(p + 8, &x);
-		sum += v;
+	json_object_foreach(sec, k, v) {
+		size_t n = strlen(k);
+		if (n > 6 && !strcmp(k + n - 6, "_bytes") && json_is_integer(v))
+			sum += (double)json_integer_value(v);
 	}
 	return sum;
 }
 
 static void counters_read(const char *admin, struct counters *c)
 {
-	const char *s, *se, *g, *ge, *pl, *pe;
-	char *j;
+	json_t *j, *t, *base, *cache;
+	json_error_t err;
+	char *ans;
 
 	memset(c, 0, sizeof(*c));
 	if (!admin)
 		return;
-	j = admin_ask(admin, "perf dump\n");
-	if (!j)
+	ans = admin_ask(admin, "perf dump\n");
+	if (!ans)
 		die("admin socket %s: no answer to `perf dump`", admin);
-	s = find_obj(j, NULL, "counters", &se);
-	g = find_obj(j, NULL, "gauges", &ge);
-	if (!s || !g)
-		die("admin socket %s: `perf dump` answer has no counters: %.200s", admin, j);
-	for (int i = 0; i < CTR_BASE_IO; i++)
-		if (!num_in(s, se, ctr_names[i], &c->v[i]) && !num_in(g, ge, ctr_names[i], &c->v[i]))
+	j = json_loads(ans, JSON_DISABLE_EOF_CHECK, &err);
+	t = json_object_get(j, "tierd");
+	if (!json_is_object(t))
+		die("admin socket %s: `perf dump` answer has no \"tierd\" logger: %.200s", admin, ans);
+	for (int i = 0; i < CTR_BASE_IO; i++) {
+		json_t *v = json_object_get(t, ctr_names[i]);
+		if (!json_is_integer(v))
 			die("admin socket: `perf dump` lacks %s", ctr_names[i]);
-	pl = find_obj(j, NULL, "pools", &pe);
-	if (pl) {
-		c->v[CTR_BASE_IO] = pool_bytes(pl, pe, "base");
-		c->v[CTR_CACHE_IO] = pool_bytes(pl, pe, "cache");
+		c->v[i] = (double)json_integer_value(v);
+	}
+	base = json_object_get(j, "tierd-pool-base");
+	cache = json_object_get(j, "tierd-pool-cache");
+	if (base || cache) {
+		c->v[CTR_BASE_IO] = pool_bytes(base);
+		c->v[CTR_CACHE_IO] = pool_bytes(cache);
 		c->pools = true;
 	}
 	c->ok = true;
-	free(j);
+	json_decref(j);
+	free(ans);
 }
 
 double run_delta(const struct run *r, enum ctr_id i)

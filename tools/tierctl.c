@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tierctl - the admin CLI: sends one command line to tierd's admin socket and
- * shows the JSON answer, as a human summary for `status`, as indented JSON
- * otherwise, and as a progress bar while `flush|evict --wait` polls status.
+ * shows the JSON answer (read with jansson), as a human summary for
+ * `status`, as indented JSON otherwise, and as a progress bar while
+ * `flush|evict --wait` polls status.
  * It decides only presentation and exit codes (0 ok, 1 error answer or lost
  * daemon, 2 usage); it must never change anything tierd was not asked to.
  */
 #include <config.h>   /* generated: TIER_VERSION */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <math.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -30,6 +32,9 @@ struct conn {
 	size_t len, cap;
 };
 
+/* The answer being looked at (released on the way out). */
+static json_t *held;
+
 /* "tierctl: MESSAGE" on stderr, then exit with code (1 an error, 2 a bad command line). */
 static void vdie(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0), noreturn));
 static void vdie(int code, const char *fmt, va_list ap)
@@ -37,6 +42,7 @@ static void vdie(int code, const char *fmt, va_list ap)
 	fprintf(stderr, "tierctl: ");
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
+	json_decref(held);
 	exit(code);
 }
 
@@ -118,148 +124,59 @@ static char *conn_ask(struct conn *c, const char *line)
 	}
 }
 
-/* ---- a little JSON reading: enough for tierd's own answers ---- */
+/* ---- the answers, read with jansson ---- */
 
-static const char *ws(const char *p)
+/* The answer line as JSON; dies on anything that is not a JSON object. */
+static json_t *parse_answer(const char *line)
 {
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
-	return p;
-}
+	json_error_t err;
+	json_t *j = json_loads(line, 0, &err);
 
-static const char *skip_string(const char *p)
-{
-	for (p++; *p && *p != '"'; p++)
-		if (*p == '\\' && p[1])
-			p++;
-	return *p ? p + 1 : p;
-}
-
-static const char *skip_value(const char *p)
-{
-	int depth = 0;
-
-	p = ws(p);
-	do {
-		if (*p == '"')
-			p = skip_string(p);
-		else if (*p == '{' || *p == '[')
-			depth++, p++;
-		else if (*p == '}' || *p == ']')
-			depth--, p++;
-		else if (depth == 0)
-			while (*p && !strchr(",}] \t\r\n", *p))
-				p++;
-		else if (*p)
-			p++;
-		else
-			break;
-	} while (depth > 0 && *p);
-	return p;
-}
-
-/* Value of member key in the object at p, or NULL. */
-static const char *obj_get(const char *p, const char *key, size_t keylen)
-{
-	p = ws(p);
-	if (*p != '{')
-		return NULL;
-	p = ws(p + 1);
-	while (*p == '"') {
-		const char *k = p + 1, *end = skip_string(p);
-		bool match = (size_t)(end - 1 - k) == keylen && !strncmp(k, key, keylen);
-		p = ws(end);
-		if (*p != ':')
-			return NULL;
-		p = ws(p + 1);
-		if (match)
-			return p;
-		p = ws(skip_value(p));
-		if (*p == ',')
-			p = ws(p + 1);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		die("unexpected answer from tierd (%s): %.200s", j ? "not an object" : err.text, line);
 	}
-	return NULL;
+	return j;
 }
 
-/* "a.b.c" path lookup. */
-static const char *jget(const char *json, const char *path)
+/* "a.b.c" path lookup; NULL when absent. */
+static json_t *jget(json_t *j, const char *path)
 {
-	const char *p = json;
+	char key[128];
 
-	while (p && *path) {
+	while (j && *path) {
 		const char *dot = strchr(path, '.');
 		size_t n = dot ? (size_t)(dot - path) : strlen(path);
-		p = obj_get(p, path, n);
+		if (n >= sizeof(key))
+			return NULL;
+		memcpy(key, path, n);
+		key[n] = '\0';
+		j = json_object_get(j, key);
 		path += n + (dot ? 1 : 0);
 	}
-	return p;
+	return j;
 }
 
-static double jnum(const char *json, const char *path)
+static double jnum(json_t *j, const char *path)
 {
-	const char *v = jget(json, path);
-	char *end;
-	double d;
+	json_t *v = jget(j, path);
 
-	if (!v)
-		return (double)NAN;
-	d = strtod(v, &end);
-	return end == v ? (double)NAN : d;
+	return json_is_number(v) ? json_number_value(v) : (double)NAN;
 }
 
-/* String value into out (escapes kept simple: \" \\ \n). */
-static const char *jstr(const char *json, const char *path, char *out, size_t len)
+static const char *jstr(json_t *j, const char *path)
 {
-	const char *v = jget(json, path);
-	size_t n = 0;
-
-	if (!v || *v != '"' || len == 0)
-		return NULL;
-	for (v++; *v && *v != '"' && n + 1 < len; v++) {
-		if (*v == '\\' && v[1]) {
-			v++;
-			out[n++] = *v == 'n' ? '\n' : *v;
-		} else {
-			out[n++] = *v;
-		}
-	}
-	out[n] = '\0';
-	return out;
+	return json_string_value(jget(j, path));
 }
 
-static void pretty(const char *p)
+static void pretty(json_t *j)
 {
-	int depth = 0;
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 
-	for (; *p; p++) {
-		if (*p == '"') {
-			const char *e = skip_string(p);
-			fwrite(p, 1, (size_t)(e - p), stdout);
-			p = e - 1;
-		} else if (*p == '{' || *p == '[') {
-			const char *n = ws(p + 1);
-			if (*n == '}' || *n == ']') {
-				printf("%c%c", *p, *n);
-				p = n;
-				continue;
-			}
-			depth++;
-			printf("%c\n%*s", *p, depth * 2, "");
-			p = ws(p + 1) - 1;
-		} else if (*p == '}' || *p == ']') {
-			depth--;
-			printf("\n%*s%c", depth * 2, "", *p);
-		} else if (*p == ',') {
-			printf(",\n%*s", depth * 2, "");
-			p = ws(p + 1) - 1;
-		} else if (*p == ':') {
-			printf(": ");
-			p = ws(p + 1) - 1;
-		} else if (*p != ' ' && *p != '\n') {
-			putchar(*p);
-		}
-	}
-	putchar('\n');
+	if (!s)
+		die("%s", "out of memory");
+	puts(s);
+	free(s);
 }
 
 /* ---- presentation ---- */
@@ -300,13 +217,14 @@ static const char *lat(double us, char *out, size_t len)
 	return out;
 }
 
-static void print_status(const char *j)
+static void print_status(json_t *j)
 {
-	char a[32], b[32], c[32], s1[32], s2[32];
+	char a[32], b[32], c[32];
+	const char *s1, *s2;
 
 #define N(k) jnum(j, k)
-	printf("tierd: %.0f image(s), cache_mode %s\n", N("images"),
-	       jstr(j, "cache_mode", s1, sizeof(s1)) ? s1 : "?");
+	s1 = jstr(j, "cache_mode");
+	printf("tierd: %.0f image(s), cache_mode %s\n", N("images"), s1 ? s1 : "?");
 	printf("  hit ratio     read %s, write %s\n", pct(N("read_hit_ratio"), a, sizeof(a)),
 	       pct(N("write_hit_ratio"), b, sizeof(b)));
 	printf("  cache         %s in %.0f objects, target %s, full %s\n",
@@ -315,10 +233,10 @@ static void print_status(const char *j)
 	printf("  dirty         %s in %.0f objects, dirty %s\n",
 	       human(N("dirty_bytes"), a, sizeof(a)), N("dirty_objects"),
 	       pct(N("dirty_ratio"), b, sizeof(b)));
+	s1 = jstr(j, "flush_mode");
+	s2 = jstr(j, "evict_mode");
 	printf("  agent         flush %s, evict %s (effort %.0f%%), %.0f ops in flight\n",
-	       jstr(j, "flush_mode", s1, sizeof(s1)) ? s1 : "?",
-	       jstr(j, "evict_mode", s2, sizeof(s2)) ? s2 : "?", N("evict_effort_pct"),
-	       N("agent_ops_in_flight"));
+	       s1 ? s1 : "?", s2 ? s2 : "?", N("evict_effort_pct"), N("agent_ops_in_flight"));
 	printf("  promotions    %.0f (%s), throttled %.0f, failed %.0f\n", N("promotions"),
 	       human(N("promote_bytes"), a, sizeof(a)), N("promote_throttled"),
 	       N("promote_failed"));
@@ -344,15 +262,21 @@ static void print_status(const char *j)
 #undef N
 }
 
-/* Dies with the daemon's message when the answer is an error. */
-static void check_answer(const char *ans)
+/*
+ * The answer to line (replacing and releasing the one held before); dies
+ * with the daemon's message when it is an error.
+ */
+static json_t *ask(struct conn *c, const char *line)
 {
-	char msg[1024];
+	json_t *err;
 
-	if (jget(ans, "error"))
-		die("%s", jstr(ans, "error", msg, sizeof(msg)) ? msg : ans);
-	if (*ws(ans) != '{')
-		die("unexpected answer: %s", ans);
+	json_decref(held);
+	held = NULL;
+	held = parse_answer(conn_ask(c, line));
+	err = json_object_get(held, "error");
+	if (err)
+		die("%s", json_is_string(err) ? json_string_value(err) : "error answer");
+	return held;
 }
 
 static double now_s(void)
@@ -417,8 +341,7 @@ static int flush_evict(struct conn *c, int argc, char **argv)
 	if (optind != argc)
 		usage_die("usage: tierctl %s [--image=NAME] [--wait [--timeout=SECONDS]]", what);
 	snprintf(line, sizeof(line), "%s%s%s", what, image ? " --image " : "", image ? image : "");
-	const char *ans = conn_ask(c, line);
-	check_answer(ans);
+	json_t *ans = ask(c, line);
 	if (!wait) {
 		pretty(ans);
 		return 0;
@@ -426,8 +349,7 @@ static int flush_evict(struct conn *c, int argc, char **argv)
 	total = jnum(ans, key);
 	start = now_s();
 	for (;;) {
-		ans = conn_ask(c, "status");
-		check_answer(ans);
+		ans = ask(c, "status");
 		left = jnum(ans, key);
 		if (isnan(left))
 			die("status lacks %s", key);
@@ -472,13 +394,14 @@ static void usage(FILE *f)
 		"                                $TIERD_ADMIN_SOCKET)\n"
 		"  -V, --version, -h, --help\n"
 		"  status                        human summary\n"
-		"  perf dump                     all counters and latency percentiles (JSON)\n"
+		"  perf dump [LOGGER [COUNTER]]  the counters, in Ceph's perf layout (JSON)\n"
+		"  perf schema                   their types and descriptions\n"
 		"  config show | get KEY | set KEY VALUE\n"
 		"  reload                        re-read the config file (as SIGHUP)\n"
 		"  flush [--image I] [--wait]    write dirty objects to the base pool\n"
 		"  evict [--image I] [--wait]    flush and drop cached objects\n"
 		"  promote IMAGE OFFSET LENGTH   pull a range into the cache\n"
-		"  hitset dump | images | help\n"
+		"  hitset dump | images | version | help\n"
 		"default socket: %s\n"
 		"exit status: 0 done; 1 tierd answered with an error, could not be\n"
 		"reached or went away, or --wait timed out; 2 a bad command line\n",
@@ -525,6 +448,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[i], "flush") || !strcmp(argv[i], "evict")) {
 		r = flush_evict(&c, argc - i, argv + i);
+		json_decref(held);
 		close(c.fd);
 		free(c.buf);
 		return r;
@@ -537,12 +461,12 @@ int main(int argc, char **argv)
 		}
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s", k > i ? " " : "", argv[k]);
 	}
-	const char *ans = conn_ask(&c, line);
-	check_answer(ans);
+	json_t *ans = ask(&c, line);
 	if (!strcmp(argv[i], "status") && argc - i == 1)
 		print_status(ans);
 	else
 		pretty(ans);
+	json_decref(held);
 	close(c.fd);
 	free(c.buf);
 	return 0;

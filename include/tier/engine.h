@@ -145,6 +145,7 @@ struct tier_request {
 	uint32_t pending;
 	int first_err;
 	uint64_t t_start_ns;
+	struct tier_image *img;   /* counted on (latency, errors) at completion */
 	struct tier_request *next;
 };
 
@@ -191,6 +192,14 @@ int tier_engine_evict_all(struct tier_engine *e, struct tier_image *img);
 int tier_engine_promote(struct tier_engine *e, struct tier_image *img,
 			uint64_t off, uint64_t len);
 void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out);
+/*
+ * The counters of one image (requests, hits and misses, errors, latencies,
+ * promotions, fills, flushes and evictions of its objects) and its share of
+ * the cache (cached/dirty objects and bytes).  The engine-wide gauges (agent
+ * modes, ratios, in flight) and the engine's own counters (cache_errors,
+ * syncs, sync_errors, hitset_archives, agent_skip_*) are 0 here.
+ */
+void tier_image_get_stats(const struct tier_image *img, struct tier_stats *out);
 /*
  * Close the current hitset and archive it into the cache pool now (for
  * shutdown: call, then wait for tier_engine_idle).  0 once the write is

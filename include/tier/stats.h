@@ -13,8 +13,11 @@
 extern "C" {
 #endif
 
-/* X(name): monotonically increasing counters. */
-#define TIER_COUNTERS(X)                                                        \
+/*
+ * X(name): monotonically increasing counters.  TIER_IMAGE_COUNTERS are kept
+ * per image too (tier_image_get_stats); TIER_ENGINE_COUNTERS only engine-wide.
+ */
+#define TIER_IMAGE_COUNTERS(X)                                                  \
 	X(read_ops) X(read_bytes) X(write_ops) X(write_bytes)                   \
 	X(trim_ops) X(trim_bytes) X(zero_ops) X(zero_bytes)                     \
 	X(flush_ops) X(cache_ops) X(errors)                                     \
@@ -25,16 +28,20 @@ extern "C" {
 	X(fills) X(fill_bytes) X(fill_failed) X(fill_skip_cold)                 \
 	X(fill_skip_full) X(fill_skip_degraded) X(fill_skip_throttled)          \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \
-	X(evictions) X(evict_bytes) X(evict_failed)                             \
+	X(evictions) X(evict_bytes) X(evict_failed)
+#define TIER_ENGINE_COUNTERS(X)                                                 \
 	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)             \
 	X(agent_skip_busy) X(agent_skip_hot) X(agent_skip_young)
+#define TIER_COUNTERS(X) TIER_IMAGE_COUNTERS(X) TIER_ENGINE_COUNTERS(X)
 
-/* X(name): current values (gauges). */
-#define TIER_GAUGES(X)                                                          \
-	X(cached_objects) X(cached_bytes) X(dirty_objects) X(dirty_bytes)       \
+/* X(name): current values (gauges); the image ones per image too. */
+#define TIER_IMAGE_GAUGES(X)                                                    \
+	X(cached_objects) X(cached_bytes) X(dirty_objects) X(dirty_bytes)
+#define TIER_ENGINE_GAUGES(X)                                                   \
 	X(flush_mode) X(evict_mode) X(evict_effort_pct)                         \
 	X(agent_ops_in_flight) X(requests_in_flight)                            \
 	X(dirty_ratio_ppm) X(full_ratio_ppm)
+#define TIER_GAUGES(X) TIER_IMAGE_GAUGES(X) TIER_ENGINE_GAUGES(X)
 
 enum tier_flush_mode { TIER_FLUSH_IDLE = 0, TIER_FLUSH_LOW, TIER_FLUSH_HIGH };
 enum tier_evict_mode { TIER_EVICT_IDLE = 0, TIER_EVICT_SOME, TIER_EVICT_FULL };

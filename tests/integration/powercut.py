@@ -766,14 +766,14 @@ size = %(size)d
     def counters(self):
         r = self.tierctl("perf", "dump")
         try:
-            return json.loads(r.stdout)["counters"]
+            return json.loads(r.stdout)["tierd"]
         except (ValueError, KeyError):
             return {}
 
     def cache_pool(self):
         r = self.tierctl("perf", "dump")
         try:
-            return json.loads(r.stdout)["pools"]["cache"]
+            return json.loads(r.stdout)["tierd-pool-cache"]
         except (ValueError, KeyError):
             return {}
 

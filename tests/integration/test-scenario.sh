@@ -122,8 +122,8 @@ import json, os, socket, sys
 names = ("read_ops write_ops read_bytes write_bytes errors read_hits read_misses write_hits "
          "write_misses proxy_reads proxy_writes proxy_write_bytes promotions promote_bytes "
          "promote_throttled fills fill_bytes flushes flush_bytes evictions evict_bytes").split()
-ans = json.dumps({"counters": {n: 0 for n in names},
-                  "gauges": {"cached_bytes": 0, "dirty_bytes": 0}}) + "\n"
+ans = json.dumps({"tierd": dict({n: 0 for n in names},
+                                cached_bytes=0, dirty_bytes=0)}) + "\n"
 parent = os.getppid()
 s = socket.socket(socket.AF_UNIX)
 s.bind(sys.argv[1])

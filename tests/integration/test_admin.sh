@@ -55,6 +55,57 @@ while [ ! -S "$dir/admin.asok" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); 
 
 out=$(ctl status) && echo "$out" | grep -q "cache_mode writeback" && ok "status" || fail "status: $out"
 ctl perf dump | grep -q '"read_ops"' && ok "perf dump" || fail "perf dump"
+# Ceph's layout: loggers of counters, latencies as avgcount/sum/avgtime; a schema entry each
+ctl perf dump | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert set(j) >= {"tierd", "tierd-image-disk0", "tierd-pool-base", "tierd-pool-cache"}, list(j)
+lat = j["tierd"]["write_latency"]
+assert set(lat) == {"avgcount", "sum", "avgtime"}, lat
+for logger, sec in j.items():
+    for k, v in sec.items():
+        assert isinstance(v, int) or set(v) == {"avgcount", "sum", "avgtime"}, (logger, k, v)
+' && ok "perf dump: Ceph layout" || fail "perf dump layout"
+ctl perf dump > "$dir/dump.json"; ctl perf schema > "$dir/schema.json"
+/usr/bin/python3 - "$dir/dump.json" "$dir/schema.json" <<'PY' && ok "perf schema covers every value of perf dump" || fail "perf schema"
+import json, sys
+d, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d.keys() == s.keys(), (d.keys(), s.keys())
+for logger in d:
+    assert d[logger].keys() == s[logger].keys(), logger
+    for k, v in d[logger].items():
+        t = s[logger][k]["type"]
+        assert (t == 5) if isinstance(v, dict) else t in (2, 10), (logger, k, t)
+assert s["tierd"]["read_ops"]["metric_type"] == "counter"
+assert s["tierd"]["dirty_bytes"]["metric_type"] == "gauge"
+PY
+# a command with invalid UTF-8: a valid JSON error answer (jansson parses it), the connection lives on
+/usr/bin/python3 - "$dir/admin.asok" <<'PY' && ok "invalid UTF-8 in a command: valid JSON error" || fail "invalid UTF-8 answer"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"config get \xff\xc3(\nimages\n")
+f = s.makefile("rb")
+a = json.loads(f.readline().decode("utf-8"))
+assert "not valid UTF-8" in a["error"], a
+assert json.loads(f.readline().decode("utf-8"))["images"][0]["name"] == "disk0"
+PY
+# the ceph CLI: `ceph daemon PATH CMD` speaks Ceph's admin-socket protocol
+if command -v ceph > /dev/null; then
+	out=$(timeout 60 ceph daemon "$dir/admin.asok" perf dump 2>&1) &&
+		echo "$out" | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert "read_ops" in j["tierd"] and "tierd-image-disk0" in j' &&
+		ok "ceph daemon PATH perf dump" || fail "ceph daemon perf dump: $out"
+	out=$(timeout 60 ceph daemon "$dir/admin.asok" perf schema 2>&1) &&
+		echo "$out" | grep -q '"metric_type": "counter"' && ok "ceph daemon PATH perf schema" ||
+		fail "ceph daemon perf schema: $out"
+	out=$(timeout 60 ceph daemon "$dir/admin.asok" config get target_max_bytes 2>&1) &&
+		echo "$out" | grep -q '"target_max_bytes": "64M"' && ok "ceph daemon PATH config get" ||
+		fail "ceph daemon config get: $out"
+	out=$(timeout 60 ceph daemon "$dir/admin.asok" help 2>&1) && echo "$out" | grep -q 'perf dump' &&
+		ok "ceph daemon PATH help" || fail "ceph daemon help: $out"
+else
+	fail "the ceph CLI is missing (ceph-common, deploy/install-deps.sh)"
+fi
 ctl images | grep -q '"name": "disk0"' && ok "images" || fail "images"
 ctl hitset dump | grep -q '"hitsets"' && ok "hitset dump" || fail "hitset dump"
 [ "$(ctl config get target_max_bytes | grep -c '"64M"')" = 1 ] && ok "config get" || fail "config get"

@@ -202,7 +202,7 @@ ctl() { R 120 "$TIERCTL" --socket "$WORK/$1.asok" "${@:2}"; }
 perf() {
 	ctl "$1" perf dump | "$PY" -c 'import json,sys
 j = json.load(sys.stdin); k = sys.argv[1]
-print(j["counters"].get(k, j["gauges"].get(k)))' "$2"
+print(j["tierd"].get(k))' "$2"
 }
 # js FILE KEY: a field of the JSON summary (last line) nbd_faults.py run printed
 js() { tail -n 1 "$1" | "$PY" -c 'import json,sys

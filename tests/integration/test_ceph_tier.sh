@@ -207,7 +207,7 @@ ctl() { R 120 "$TIERCTL" --socket "$WORK/$1.asok" "${@:2}"; }
 perf() {
 	ctl "$1" perf dump | "$PY" -c 'import json,sys
 j = json.load(sys.stdin); k = sys.argv[1]
-print(j["counters"].get(k, j["gauges"].get(k)))' "$2"
+print(j["tierd"].get(k))' "$2"
 }
 sha_nbd() { R 120 nbdcopy "$(uri "$1")" - | sha256sum | cut -d' ' -f1; }
 sha_export() { R 120 rbd export --no-progress "base/$1" - | sha256sum | cut -d' ' -f1; }

@@ -22,6 +22,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+
+#include <jansson.h>
 
 #include <cmocka.h>
 
@@ -42,10 +45,17 @@ struct tier_image {
 	uint64_t size;
 	int ready;
 	bool ro;
+	struct tier_stats stats;
 };
 
 static struct tier_engine fake;
-static struct tier_image fake_imgs[2] = {{"vm1", 10ull << 30, 1, true}, {"vm2", 1ull << 20, 0, false}};
+static struct tier_image fake_imgs[2] = {{"vm1", 10ull << 30, 1, true, {0}},
+					 {"vm2", 1ull << 20, 0, false, {0}}};
+
+void tier_image_get_stats(const struct tier_image *img, struct tier_stats *out)
+{
+	*out = img->stats;
+}
 
 void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out)
 {
@@ -177,6 +187,8 @@ static const struct tierd_admin_hooks hooks = {
 #define MAX_ANS 32
 struct script {
 	const char *send;      /* written in one go; may hold several lines */
+	size_t send_len;       /* 0: strlen(send) */
+	bool ceph;             /* one answer framed by a 4-byte big-endian length */
 	int expect_lines;
 	char *answers[MAX_ANS];
 	int n_answers;
@@ -207,8 +219,27 @@ static void *client_main(void *arg)
 	size_t len = 0;
 	int fd = client_connect();
 
-	if (fd >= 0 && send(fd, s->send, strlen(s->send), MSG_NOSIGNAL) >= 0) {
-		while (s->n_answers < s->expect_lines) {
+	if (fd >= 0 && send(fd, s->send, s->send_len ? s->send_len : strlen(s->send),
+			    MSG_NOSIGNAL) >= 0) {
+		while (s->ceph && s->n_answers < s->expect_lines) {
+			uint32_t be;
+			ssize_t r = len >= 4 ? 0 : recv(fd, buf + len, sizeof(buf) - len, 0);
+			if (r < 0 || (r == 0 && len < 4))
+				break;
+			len += (size_t)r;
+			if (len < 4)
+				continue;
+			memcpy(&be, buf, 4);
+			if (len - 4 >= ntohl(be)) {
+				s->answers[s->n_answers++] = strndup(buf + 4, ntohl(be));
+				break;
+			}
+			r = recv(fd, buf + len, sizeof(buf) - len, 0);
+			if (r <= 0)
+				break;
+			len += (size_t)r;
+		}
+		while (!s->ceph && s->n_answers < s->expect_lines) {
 			char *nl = memchr(buf, '\n', len);
 			if (nl) {
 				s->answers[s->n_answers++] = strndup(buf, (size_t)(nl - buf));
@@ -272,6 +303,8 @@ static int setup(void **state)
 	snprintf(sock_path, sizeof(sock_path), "/tmp/tierd-test-admin-%d.asok", (int)getpid());
 	unlink(sock_path);
 	memset(&fake, 0, sizeof(fake));
+	memset(&fake_imgs[0].stats, 0, sizeof(fake_imgs[0].stats));
+	memset(&fake_imgs[1].stats, 0, sizeof(fake_imgs[1].stats));
 	tier_params_default(&fake.params);
 	tierd_config_defaults(&cfg);
 	cfg.n_images = 1;
@@ -351,23 +384,173 @@ static void test_status_and_perf_dump(void **state)
 	for (int i = 0; i < 100; i++)
 		tier_lat_record(&fake.stats.lat[TIER_LAT_WRITE], i < 99 ? 100 : 50000);
 	run_script(&s);
-	assert_has(s.answers[0], "\"read_hit_ratio\": 0.9000");
+	assert_has(s.answers[0], "\"read_hit_ratio\": 0.9,");
 	assert_has(s.answers[0], "\"write_hit_ratio\": null");   /* no writes yet */
-	assert_has(s.answers[0], "\"full_ratio\": 0.2500");
+	assert_has(s.answers[0], "\"full_ratio\": 0.25,");
 	assert_has(s.answers[0], "\"flush_mode\": \"low\"");
 	assert_has(s.answers[0], "\"evict_mode\": \"full\"");
 	assert_has(s.answers[0], "\"dirty_bytes\": 12345");
 	assert_has(s.answers[0], "\"images\": 2");
 	assert_has(s.answers[0], "\"cache_mode\": \"writeback\"");
+	assert_has(s.answers[1], "{\"tierd\": {");
 	assert_has(s.answers[1], "\"hitset_archives\": 7");
-	assert_has(s.answers[1], "\"gauges\": {");
-	assert_has(s.answers[1], "\"write\": {\"count\": 100");
-	assert_has(s.answers[1], "\"max\": 50000");
+	/* Ceph's time counters: avgcount, sum and avgtime in seconds */
+	assert_has(s.answers[1], "\"write_latency\": {\"avgcount\": 100, \"sum\": 0.0599, "
+				 "\"avgtime\": 0.000599}");
 #define HAS_COUNTER(n) assert_has(s.answers[1], "\"" #n "\": ");
 	TIER_COUNTERS(HAS_COUNTER)
 	TIER_GAUGES(HAS_COUNTER)
 #undef HAS_COUNTER
 	free_script(&s);
+}
+
+/* Each image is a logger of its own with its own counters; every value perf
+ * dump shows has a schema entry of the right type, and no more. */
+static void test_perf_per_image_and_schema(void **state)
+{
+	struct script s = {.send = "perf dump\nperf schema\nperf dump tierd-image-vm2 read_ops\n"
+				   "perf dump nope\n",
+			   .expect_lines = 4};
+	json_t *dump, *schema, *one;
+	const char *logger, *name;
+	json_t *sec, *v;
+	(void)state;
+	fake.stats.read_ops = 30;
+	fake_imgs[0].stats.read_ops = 10;
+	fake_imgs[1].stats.read_ops = 20;
+	fake_imgs[1].stats.read_misses = 5;
+	tier_lat_record(&fake_imgs[1].stats.lat[TIER_LAT_READ], 2000);
+	run_script(&s);
+	dump = json_loads(s.answers[0], 0, NULL);
+	schema = json_loads(s.answers[1], 0, NULL);
+	one = json_loads(s.answers[2], 0, NULL);
+	assert_non_null(dump);
+	assert_non_null(schema);
+	assert_non_null(one);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(dump, "tierd"), "read_ops")), 30);
+	sec = json_object_get(dump, "tierd-image-vm2");
+	assert_int_equal(json_integer_value(json_object_get(sec, "read_ops")), 20);
+	assert_int_equal(json_integer_value(json_object_get(sec, "read_misses")), 5);
+	v = json_object_get(sec, "read_latency");
+	assert_int_equal(json_integer_value(json_object_get(v, "avgcount")), 1);
+	assert_true(json_real_value(json_object_get(v, "sum")) == 0.002);
+	/* engine-only counters are not in an image's logger */
+	assert_null(json_object_get(sec, "hitset_archives"));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(dump, "tierd-image-vm1"),
+							    "read_ops")), 10);
+	assert_int_equal(json_object_size(dump), json_object_size(schema));
+	json_object_foreach(dump, logger, sec) {
+		json_t *ss = json_object_get(schema, logger);
+		assert_non_null(ss);
+		assert_int_equal(json_object_size(sec), json_object_size(ss));
+		json_object_foreach(sec, name, v) {
+			json_t *d = json_object_get(ss, name);
+			int type = (int)json_integer_value(json_object_get(d, "type"));
+			if (!d)
+				fail_msg("%s.%s has no schema entry", logger, name);
+			if (json_is_object(v))
+				assert_int_equal(type, 0x5);   /* TIME | LONGRUNAVG */
+			else
+				assert_true(type == 0x2 || type == 0xa);   /* U64 [| COUNTER] */
+			assert_non_null(json_string_value(json_object_get(d, "description")));
+		}
+	}
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(schema,
+		"tierd"), "read_ops"), "metric_type")), "counter");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(schema,
+		"tierd"), "cached_bytes"), "metric_type")), "gauge");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(schema,
+		"tierd"), "cached_bytes"), "units")), "bytes");
+	assert_string_equal(s.answers[2], "{\"tierd-image-vm2\": {\"read_ops\": 20}}");
+	assert_has(s.answers[3], "{\"error\": \"no logger 'nope'");
+	json_decref(dump);
+	json_decref(schema);
+	json_decref(one);
+	free_script(&s);
+}
+
+/* Bytes that are not UTF-8, in a command or a JSON command: a valid JSON
+ * error answer, and the connection goes on (tierctl's protocol). */
+static void test_invalid_utf8_gives_valid_json(void **state)
+{
+	static const char bad[] = "config get \xff\xfe\xc0\x80target\nimages \xed\xa0\x80\n"
+				  "status\n";
+	struct script s = {.send = bad, .expect_lines = 3};
+	(void)state;
+	run_script(&s);
+	for (int i = 0; i < 2; i++) {
+		json_error_t err;
+		json_t *j = json_loads(s.answers[i], 0, &err);
+		if (!j)
+			fail_msg("answer %d is not JSON (%s): %s", i, err.text, s.answers[i]);
+		assert_non_null(strstr(json_string_value(json_object_get(j, "error")),
+				       "not valid UTF-8"));
+		json_decref(j);
+	}
+	assert_has(s.answers[0], "(byte 11)");
+	assert_has(s.answers[2], "\"images\": 2");
+	free_script(&s);
+
+	/* the ceph framing: invalid UTF-8 inside the JSON text */
+	static const char cbad[] = "{\"prefix\": \"config get\", \"var\": \"\xff\"}";
+	struct script c = {.send = cbad, .send_len = sizeof(cbad), .ceph = true, .expect_lines = 1,
+			   .want_eof = true};
+	run_script(&c);
+	json_t *j = json_loads(c.answers[0], 0, NULL);
+	assert_non_null(j);
+	assert_has(json_string_value(json_object_get(j, "error")), "invalid JSON command");
+	json_decref(j);
+	free_script(&c);
+}
+
+/* The ceph CLI's admin-socket protocol (`ceph daemon PATH perf dump`): a
+ * NUL-ended JSON command, a 4-byte big-endian length, the JSON, then EOF. */
+static void test_ceph_protocol(void **state)
+{
+	static const char dump[] = "{\"prefix\": \"perf dump\", \"format\": \"json\"}";
+	static const char descs[] = "{\"prefix\": \"get_command_descriptions\"}";
+	static const char set[] = "{\"prefix\": \"config set\", \"var\": \"target_max_bytes\", "
+				  "\"val\": [\"3G\"]}";
+	static const char flush[] = "{\"prefix\": \"flush\", \"image\": \"vm2\"}";
+	struct script s = {.send = dump, .send_len = sizeof(dump), .ceph = true, .expect_lines = 1,
+			   .want_eof = true};
+	json_t *j, *v;
+	const char *k;
+	bool saw_perf_dump = false;
+	(void)state;
+	fake.stats.write_ops = 77;
+	run_script(&s);
+	assert_true(s.eof);
+	assert_has(s.answers[0], "{\"tierd\": {\"read_ops\": 0, \"read_bytes\": 0, \"write_ops\": 77,");
+	free_script(&s);
+
+	struct script d = {.send = descs, .send_len = sizeof(descs), .ceph = true, .expect_lines = 1};
+	run_script(&d);
+	j = json_loads(d.answers[0], 0, NULL);
+	assert_non_null(j);
+	json_object_foreach(j, k, v) {
+		json_t *sig = json_object_get(v, "sig");
+		assert_true(json_is_array(sig));
+		assert_non_null(json_string_value(json_object_get(v, "help")));
+		if (!strcmp(json_string_value(json_array_get(sig, 0)), "perf") &&
+		    !strcmp(json_string_value(json_array_get(sig, 1)), "dump"))
+			saw_perf_dump = true;
+	}
+	assert_true(saw_perf_dump);
+	json_decref(j);
+	free_script(&d);
+
+	/* named arguments map to the command's words */
+	struct script c = {.send = set, .send_len = sizeof(set), .ceph = true, .expect_lines = 1};
+	run_script(&c);
+	assert_has(c.answers[0], "\"target_max_bytes\": \"3G\"");
+	assert_true(fake.params.target_max_bytes == 3ull << 30);
+	free_script(&c);
+	struct script f = {.send = flush, .send_len = sizeof(flush), .ceph = true, .expect_lines = 1};
+	run_script(&f);
+	assert_has(f.answers[0], "\"started\": \"flush\"");
+	assert_ptr_equal(fake.last_img, &fake_imgs[1]);
+	free_script(&f);
 }
 
 static void test_config_show_get_set(void **state)
@@ -449,12 +632,12 @@ static void test_images_hitset_reload_unknown(void **state)
 	assert_has(s.answers[0], "{\"name\": \"vm2\", \"size\": 1048576, \"ready\": false, "
 				 "\"state\": \"loading\", \"read_only\": false, \"in_config\": false}");
 	assert_string_equal(s.answers[1],
-			    "{\"hitsets\": [{\"set\":\"current\",\"start_ms\":2000,\"end_ms\":null,"
-			    "\"inserts\":3,\"unique\":3,\"capacity\":1024,\"bits\":6400,\"k\":4,"
-			    "\"fpp\":0.05,\"fill\":0.0019,\"est_fpp\":1.24e-11},"
-			    "{\"set\":0,\"start_ms\":1000,\"end_ms\":2000,"
-			    "\"inserts\":15000,\"unique\":5010,\"capacity\":1024,\"bits\":6400,\"k\":4,"
-			    "\"fpp\":0.05,\"fill\":0.9900,\"est_fpp\":0.961}]}");
+			    "{\"hitsets\": [{\"set\": \"current\", \"start_ms\": 2000, \"end_ms\": null, "
+			    "\"inserts\": 3, \"unique\": 3, \"capacity\": 1024, \"bits\": 6400, \"k\": 4, "
+			    "\"fpp\": 0.05, \"fill\": 0.0019, \"est_fpp\": 1.24e-11}, "
+			    "{\"set\": 0, \"start_ms\": 1000, \"end_ms\": 2000, "
+			    "\"inserts\": 15000, \"unique\": 5010, \"capacity\": 1024, \"bits\": 6400, "
+			    "\"k\": 4, \"fpp\": 0.05, \"fill\": 0.99, \"est_fpp\": 0.961}]}");
 	assert_string_equal(s.answers[2],
 			    "{\"ok\": true, \"restart_pending\": [\"listen\", \"image.vm2 (removed)\"]}");
 	assert_string_equal(s.answers[3], "{\"error\": \"tierd.conf:7: [tier] bad: nope\"}");
@@ -483,6 +666,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_socket_mode_stale_and_live, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_and_perf_dump, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_perf_per_image_and_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_invalid_utf8_gives_valid_json, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ceph_protocol, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_show_get_set, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_set_params_hook_error_passes_through, setup,
 						teardown),

@@ -310,6 +310,71 @@ static void test_request_latency_recorded(void **state)
 	env_free(v);
 }
 
+/*
+ * Each image keeps its own counters: requests, bytes, hits and misses,
+ * errors, latencies, cached and dirty shares, flushes; the engine's totals
+ * are their sum, and a read of data in neither pool is a miss, not an error.
+ */
+static void test_per_image_counters(void **state)
+{
+	struct env *v = env_new(NULL);
+	struct tier_image *two, *one = v->img;
+	struct tier_image_opts io = { .name = "two", .object_prefix = "rbd_data.two",
+				      .size = 4 * OS, .read_only = true };
+	struct tier_stats a, b, t;
+	uint8_t buf[512];
+	(void)state;
+
+	assert_int_equal(tier_image_open(v->e, &io, &two), 0);
+	env_pump(v);
+	assert_int_equal(env_write(v, 0, 512, 1), 0);
+	assert_int_equal(env_write(v, OS, 512, 2), 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, buf, 0), 0);
+	v->img = two;
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 512, buf, 0), 0);   /* nothing there: a miss */
+	assert_int_equal(env_io(v, TIER_REQ_WRITE, 0, 512, buf, 0), -EROFS);
+	v->img = one;
+	tier_image_get_stats(one, &a);
+	tier_image_get_stats(two, &b);
+	t = env_stats(v);
+	assert_int_equal(a.write_ops, 2);
+	assert_int_equal(a.write_bytes, 1024);
+	assert_int_equal(a.read_ops, 1);
+	assert_int_equal(a.read_hits, 1);
+	assert_int_equal(a.errors, 0);
+	assert_int_equal(a.lat[TIER_LAT_WRITE].count, 2);
+	assert_int_equal(a.cached_objects, 2);
+	assert_int_equal(a.dirty_objects, 2);
+	assert_int_equal(a.dirty_bytes, t.dirty_bytes);
+	assert_int_equal(a.dirty_bytes, 2 * OS);
+	assert_int_equal(b.read_ops, 1);
+	assert_int_equal(b.read_misses, 1);
+	assert_int_equal(b.read_hits, 0);
+	assert_int_equal(b.write_ops, 1);
+	assert_int_equal(b.errors, 1);   /* the refused write; the miss is not one */
+	assert_int_equal(b.dirty_objects, 0);
+	assert_int_equal(b.lat[TIER_LAT_READ].count, 1);
+#define SUM(n) assert_int_equal(t.n, a.n + b.n);
+	TIER_IMAGE_COUNTERS(SUM)
+	TIER_IMAGE_GAUGES(SUM)
+#undef SUM
+	for (int k = 0; k < TIER_LAT_KINDS; k++)
+		assert_int_equal(t.lat[k].count, a.lat[k].count + b.lat[k].count);
+	/* a flush of the image's dirty objects is counted on it */
+	assert_int_equal(tier_engine_flush_all(v->e, one), 0);
+	for (int i = 0; i < 1000 && env_stats(v).dirty_objects; i++)
+		env_pump(v);
+	tier_image_get_stats(one, &a);
+	assert_int_equal(a.flushes, 2);
+	assert_int_equal(a.dirty_objects, 0);
+	assert_int_equal(a.dirty_bytes, 0);
+	assert_int_equal(a.cached_objects, 2);
+	tier_image_get_stats(two, &b);
+	assert_int_equal(b.flushes, 0);
+	tier_image_close(two);
+	env_free(v);
+}
+
 static uint64_t rnd(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -528,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_bytes_per_object),
 		cmocka_unit_test(test_latency_histogram),
 		cmocka_unit_test(test_request_latency_recorded),
+		cmocka_unit_test(test_per_image_counters),
 		cmocka_unit_test(test_random_object_mode),
 		cmocka_unit_test(test_random_extent_mode),
 		cmocka_unit_test(test_concurrent_object_mode),
