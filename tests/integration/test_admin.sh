@@ -103,8 +103,10 @@ if command -v ceph > /dev/null; then
 		fail "ceph daemon config get: $out"
 	out=$(timeout 60 ceph daemon "$dir/admin.asok" help 2>&1) && echo "$out" | grep -q 'perf dump' &&
 		ok "ceph daemon PATH help" || fail "ceph daemon help: $out"
-else
+elif [ "${CI:-}" = true ]; then
 	fail "the ceph CLI is missing (ceph-common, deploy/install-deps.sh)"
+else
+	echo "note: no ceph CLI here (deploy/install-deps.sh --no-ceph): the ceph daemon checks did not run"
 fi
 ctl images | grep -q '"name": "disk0"' && ok "images" || fail "images"
 ctl hitset dump | grep -q '"hitsets"' && ok "hitset dump" || fail "hitset dump"
