@@ -14,24 +14,12 @@ write_config
 printf '\n[image.sparse]\nsize = 256M\n' >> "$CONF"
 start_tierd
 
-# base pool read bytes, from perf dump (the pool counters)
+# base pool read bytes, from perf dump (logger tierd-pool-base)
 base_read_bytes() {
 	"$TIERCTL" --socket="$ASOK" perf dump | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-def find(o):
-    if isinstance(o, dict):
-        p = o.get("pools") or o.get("pool")
-        if isinstance(p, dict) and isinstance(p.get("base"), dict):
-            r = p["base"].get("read")
-            if isinstance(r, dict) and "bytes" in r:
-                return r["bytes"]
-        for v in o.values():
-            x = find(v)
-            if x is not None:
-                return x
-    return None
-v = find(d)
+v = d.get("tierd-pool-base", {}).get("read_bytes")
 if v is None:
     sys.exit("no base pool read bytes in perf dump")
 print(v)'
