@@ -35,6 +35,7 @@
 #endif
 
 #include "daemon/check.h"
+#include "daemon/nbd.h"
 
 /* "PATH.PID.tmp": the listeners bind under this name, then rename it */
 #define TMP_SUFFIX_MAX (sizeof(".4194304.tmp") - 1)
@@ -259,50 +260,7 @@ static void probe_unix(struct probe *p, const char *what, const char *path)
 	close(fd);
 }
 
-/* ---- TCP: HOST:PORT or [IPV6]:PORT, numeric as tierd requires ---- */
-
-static int parse_tcp(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
-{
-	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-	const char *colon = strrchr(addr, ':');
-	const char *h = addr;
-	char host[256], *end;
-	size_t hl;
-	long port;
-
-	if (!colon)
-		return -EINVAL;
-	hl = (size_t)(colon - addr);
-	if (addr[0] == '[') {
-		if (hl < 2 || colon[-1] != ']')
-			return -EINVAL;
-		h = addr + 1;
-		hl -= 2;
-	}
-	if (hl == 0 || hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, h, hl);
-	host[hl] = 0;
-	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
-		return -EINVAL;
-	memset(ss, 0, sizeof(*ss));
-	if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)port);
-		*len = sizeof(*s4);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)port);
-		*len = sizeof(*s6);
-		return 0;
-	}
-	return -EINVAL;
-}
+/* ---- TCP: HOST:PORT or [IPV6]:PORT, parsed as the listener does (nbd_parse_tcp_addr) ---- */
 
 static void probe_tcp(struct probe *p, const char *what, const char *addr)
 {
@@ -310,7 +268,7 @@ static void probe_tcp(struct probe *p, const char *what, const char *addr)
 	socklen_t len = 0;
 	int fd, one = 1;
 
-	if (parse_tcp(addr, &ss, &len) < 0) {
+	if (nbd_parse_tcp_addr(addr, &ss, &len) < 0) {
 		BAD(p, what, "'%s' is not HOST:PORT with a numeric IPv4 address or [IPV6]:PORT "
 		    "(names are not resolved), port 0..65535", addr);
 		return;

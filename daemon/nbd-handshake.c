@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "daemon/nbd-internal.h"
 
@@ -579,16 +581,15 @@ static void on_connection(uv_stream_t *st, int status)
 	nbd__conn_accept(l->s, st, l->is_tcp);
 }
 
-static int listen_tcp(struct nbd_listener *l, const char *addr)
+int nbd_parse_tcp_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
 {
-	struct sockaddr_storage ss;
-	char host[256];
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
 	const char *colon = strrchr(addr, ':');
 	const char *h = addr;
+	char host[256], *end;
 	size_t hl;
-	char *end;
 	long port;
-	int rc;
 
 	if (!colon)
 		return -EINVAL;
@@ -607,8 +608,29 @@ static int listen_tcp(struct nbd_listener *l, const char *addr)
 	port = strtol(colon + 1, &end, 10);
 	if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
 		return -EINVAL;
-	if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&ss) < 0 &&
-	    uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&ss) < 0)
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		*len = sizeof(*s4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*s6);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int listen_tcp(struct nbd_listener *l, const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc;
+
+	if (nbd_parse_tcp_addr(addr, &ss, &len) < 0)
 		return -EINVAL;
 	rc = uv_tcp_init(l->s->loop, &l->h.tcp);
 	if (rc < 0)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -67,6 +68,11 @@ int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out);
  * -errno of socket/bind/listen.
  */
 int nbd_server_listen(struct nbd_server *s, const char *addr);
+/*
+ * A TCP listen address, HOST:PORT or [IPV6]:PORT with a numeric host, into
+ * ss and len: 0, or -EINVAL.  The listener and `tierd --check` share it.
+ */
+int nbd_parse_tcp_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
 
 /*
  * Serve img under its tier_image_name().  The name is copied; img must stay
