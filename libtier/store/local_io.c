@@ -1079,23 +1079,33 @@ static int do_stat(struct opctx *c)
 	return 0;
 }
 
+/* A directory stream over the pool's directory, for LIST and SCAN. */
+static int open_pool_dir(struct local_be *L, DIR **out)
+{
+	int dfd = openat(L->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	if (dfd < 0)
+		return neg_errno();
+	*out = fdopendir(dfd);
+	if (!*out) {
+		rc = neg_errno();
+		close(dfd);
+		return rc;
+	}
+	return 0;
+}
+
 static int do_list(struct local_be *L, struct tier_store_op *op)
 {
 	size_t plen = strlen(op->prefix), n = 0, cap = 0;
 	char **names = NULL, oid[TIER_OID_MAX];
 	struct dirent *de;
 	DIR *d = NULL;
-	int dfd, rc = 0;
+	int rc = 0;
 
-	dfd = openat(L->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return neg_errno();
-	d = fdopendir(dfd);
-	if (!d) {
-		rc = neg_errno();
-		close(dfd);
+	rc = open_pool_dir(L, &d);
+	if (rc < 0)
 		return rc;
-	}
 	while ((de = readdir(d)) != NULL) {
 		/* hidden names are sidecars, temp files and probes */
 		if (de->d_name[0] == '.' || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
@@ -1297,17 +1307,11 @@ static int do_scan(struct local_be *L, struct tier_store_op *op)
 	char oid[TIER_OID_MAX];
 	struct dirent *de;
 	DIR *d = NULL;
-	int dfd, rc = 0;
+	int rc = 0;
 
-	dfd = openat(L->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return neg_errno();
-	d = fdopendir(dfd);
-	if (!d) {
-		rc = neg_errno();
-		close(dfd);
+	rc = open_pool_dir(L, &d);
+	if (rc < 0)
 		return rc;
-	}
 	/* directory offsets stay valid across opens on tmpfs, ext4, xfs, btrfs */
 	if (op->cursor)
 		seekdir(d, (long)op->cursor);
