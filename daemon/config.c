@@ -102,6 +102,7 @@ static const struct kdesc global_keys[] = {
 	CFG("transmission_timeout", T_MS, transmission_timeout_ms, 100, 3600000),
 	CFG("shutdown_timeout", T_MS, shutdown_timeout_ms, 1000, 3600000),
 	CFG("client_timeout", T_MS, client_timeout_ms, 100, 3600000),
+	CFG("threads", T_U32, threads, 0, 1024),
 	{NULL, 0, 0, 0, 0, 0},
 };
 
@@ -870,6 +871,7 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->transmission_timeout_ms = 30000;
 	c->shutdown_timeout_ms = 30000;
 	c->client_timeout_ms = 10000;
+	c->threads = 0;
 	c->data_dir = xstrdup("/var/lib/tierd");
 	tier_devmodel_profile("hdd", &c->base_model);
 	tier_devmodel_profile("ssd", &c->cache_model);

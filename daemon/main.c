@@ -64,6 +64,7 @@ struct tierd {
 	int lock_fd;
 	bool ready_sent, stopping, nbd_drained, finished;
 	int exit_code;
+	unsigned threads;           /* in use (thread_count) */
 	bool config_error;          /* start-up failed on the configuration (a layout mismatch) */
 #if HAVE_RADOS
 	struct tier_rados *rados;
@@ -81,7 +82,8 @@ static void tierd_log_cb(void *arg, enum tier_log_level lvl, const char *msg)
 	const struct tierd *d = arg;
 	unsigned l = (unsigned)lvl > TIER_LOG_DEBUG ? TIER_LOG_DEBUG : (unsigned)lvl;
 
-	if ((int)lvl > d->log_level)
+	/* the NBD I/O thread logs too; a reload sets the level (threads > 1) */
+	if ((int)lvl > __atomic_load_n(&d->log_level, __ATOMIC_RELAXED))
 		return;
 	if (d->journal)
 		fprintf(stderr, "<%d>%s\n", prio[l], msg);
@@ -94,7 +96,7 @@ static void tierd_log_rec_cb(void *arg, const struct tier_log_rec *r)
 {
 	const struct tierd *d = arg;
 
-	if ((int)r->lvl <= d->log_level)
+	if ((int)r->lvl <= __atomic_load_n(&d->log_level, __ATOMIC_RELAXED))
 		tierd_log_emit(d->journal, r);
 }
 
@@ -655,6 +657,11 @@ static void on_drain_timeout(uv_timer_t *t)
  * stopped reading replies.  Cut them; what the engine still holds finishes
  * (and is as safe as any acknowledged write), then the exit is clean.
  */
+static void cut_nbd(void *arg)
+{
+	nbd_server_cut(arg);
+}
+
 static void on_drain_cut(uv_timer_t *t)
 {
 	struct tierd *d = t->data;
@@ -664,7 +671,7 @@ static void on_drain_cut(uv_timer_t *t)
 		tlog(d, TIER_LOG_WARN, "shutdown: %zu connection(s) still open after %llu ms: "
 		     "closing them", nbd_server_connections(d->nbd),
 		     (unsigned long long)(ms / 2));
-		nbd_server_cut(d->nbd);
+		nbd_server_exec(d->nbd, cut_nbd, d->nbd);
 	}
 	uv_timer_start(&d->drain_timer, on_drain_timeout, ms - ms / 2, 0);
 }
@@ -837,12 +844,14 @@ static int do_reload(struct tierd *d, char *err, size_t errlen, char *pend, size
 	apply_read_only(d, nc);
 	/* restart-only settings keep their running values */
 	nc->backend = d->cfg->backend;
-	d->log_level = nc->log_level;
+	__atomic_store_n(&d->log_level, nc->log_level, __ATOMIC_RELAXED);
 	tier_engine_set_debug(d->engine, d->log_level >= TIER_LOG_DEBUG);
 	nbd_server_set_limits(d->nbd, nc->max_requests_per_conn, nc->max_bytes_per_conn);
 	nbd_server_set_handshake_timeout(d->nbd, nc->handshake_timeout_ms);
 	if (nc->tls != d->cfg->tls || nc->max_connections != d->cfg->max_connections)
 		tlog(d, TIER_LOG_WARN, "reload: tls and max_connections change at the next restart");
+	if (nc->threads != d->cfg->threads)
+		tlog(d, TIER_LOG_WARN, "reload: threads changes at the next restart");
 	{
 		struct tierd_config *old = d->cfg;
 
@@ -1030,6 +1039,26 @@ static void warn_plaintext(struct tierd *d)
 			     "who reaches it can read and write every image", c->listen[i]);
 }
 
+/*
+ * threads: 1 = the NBD server and the engine share the loop; more = the NBD
+ * server gets a loop and thread of its own (daemon/nbd-thread.c).  0 = the
+ * number of cores.  TIERD_THREADS in the environment overrides the file
+ * (the test matrix runs the suites with 1 and 2).
+ */
+static unsigned thread_count(struct tierd *d)
+{
+	const char *env = getenv("TIERD_THREADS");
+	uint64_t n = d->cfg->threads;
+
+	if (env && env[0] && (tier_parse_u64(env, &n) < 0 || n > 1024)) {
+		tlog(d, TIER_LOG_WARN, "TIERD_THREADS=%s: not a count of threads, ignored", env);
+		n = d->cfg->threads;
+	}
+	if (n == 0)
+		n = uv_available_parallelism();
+	return n ? (unsigned)n : 1;
+}
+
 static int start(struct tierd *d)
 {
 	char nbd_err[512] = "";
@@ -1091,6 +1120,8 @@ static int start(struct tierd *d)
 	if ((rc = socket_group(d, &no)) < 0)
 		return rc;
 	warn_plaintext(d);
+	d->threads = thread_count(d);
+	no.io_thread = d->threads > 1;
 	if ((rc = nbd_server_create(&no, &d->nbd)) < 0) {
 		tlog(d, TIER_LOG_ERROR, "nbd: %s", nbd_err[0] ? nbd_err : strerror(-rc));
 		return rc;
@@ -1105,6 +1136,15 @@ static int start(struct tierd *d)
 		rc = nbd_server_listen(d->nbd, c->listen[i]);
 	if (rc < 0)
 		return rc;
+	if ((rc = nbd_server_start(d->nbd)) < 0) {
+		tlog(d, TIER_LOG_ERROR, "nbd: starting the I/O thread: %s", uv_strerror(rc));
+		return rc;
+	}
+	/* more than two: one NBD I/O thread still (engine shards were not built) */
+	tlog(d, TIER_LOG_INFO, "threads %u: %s", d->threads,
+	     d->threads > 2 ? "2 in use, the engine's loop and one NBD I/O thread" :
+	     d->threads > 1 ? "the engine's loop and an NBD I/O thread" :
+			      "one loop for the NBD server and the engine");
 	if (c->admin_socket && c->admin_socket[0]) {
 		rc = tierd_admin_start(&d->loop, c->admin_socket, &hooks, &d->admin);
 		if (rc < 0) {

@@ -66,6 +66,8 @@ struct nbd_req {
 	void *buf;
 	unsigned buf_class;
 	struct nbd_req *out_next;  /* reply queue of a batch, then its write's chain */
+	struct nbd_req *x_next;    /* threads > 1: on the way to the engine or back */
+	int x_result;              /* ... the engine's result */
 	uint16_t hdr_len;          /* reply header bytes in hdr */
 	bool send_data;            /* the reply carries buf[0..count) */
 	/* everything from here on is not cleared by req_get */
@@ -176,6 +178,8 @@ struct nbd_server {
 	/* reply batching: connections with queued replies */
 	unsigned batch_depth;
 	struct nbd_conn *out_conns;
+	/* threads > 1: the server's own loop and thread (nbd-thread.c), else NULL */
+	struct nbd_xt *xt;
 	/* shutdown */
 	bool shutting_down;
 	void (*done)(void *arg);
@@ -225,14 +229,36 @@ void nbd__req_reply(struct nbd_req *r, uint32_t err);
 int nbd__opt_meta_context(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint32_t len);
 /* A context was selected for the export being served. */
 bool nbd__status_allowed(const struct nbd_conn *c);
-/* Ask the engine; the reply follows (r->count becomes the payload length). */
+/* Ask the engine; the reply follows (r->count becomes the payload length).
+ * With an I/O thread the question crosses like any request (nbd-thread.c). */
 void nbd__status_submit(struct nbd_req *r);
+/* The engine's half, on the engine's thread. */
+void nbd__status_engine(struct nbd_req *r);
 /* The structured reply header of a successful BLOCK_STATUS. */
 void nbd__status_reply_hdr(struct nbd_req *r);
 
 /* nbd-log.c: connection lines (INFO) with the peer and the export. */
 void nbd__log_conn_open(struct nbd_conn *c);
 void nbd__log_conn_closed(struct nbd_conn *c);
+
+/* nbd.c: batch on the I/O side; a request back from the engine: answer it. */
+void nbd__batch_begin(struct nbd_server *s);
+void nbd__batch_end(struct nbd_server *s);
+void nbd__req_finish(struct nbd_req *r, int result);
+
+/* nbd-thread.c: the I/O thread (threads > 1); see nbd.h nbd_server_opts.io_thread */
+int nbd__xt_create(struct nbd_server *s, uv_loop_t *engine_loop);
+void nbd__xt_destroy(struct nbd_server *s);
+void nbd__xt_submit(struct nbd_req *r);                 /* I/O thread -> engine */
+void nbd__xt_done(struct nbd_req *r, int result);       /* engine thread -> I/O */
+/* The engine side's batch (false: not threaded, the caller batches itself). */
+bool nbd__xt_batch_begin(struct nbd_server *s);
+bool nbd__xt_batch_end(struct nbd_server *s);
+/* Shutdown: done(arg) is to run on the engine's thread; *io_done(*io_arg) is
+ * what the server calls on the I/O thread once it is drained. */
+void nbd__xt_shutdown_done(struct nbd_server *s, void (*done)(void *), void *arg,
+			   void (**io_done)(void *), void **io_arg);
+bool nbd__xt_started(const struct nbd_server *s);
 
 /* nbd-tls.c: the transport.  Without STARTTLS these are the plain stream. */
 /* Load the credentials o names (tls != off); err says why it failed. */

@@ -122,25 +122,41 @@ bool nbd__status_allowed(const struct nbd_conn *c)
 	return c->structured && c->meta_alloc && c->meta_exp == c->exp;
 }
 
+/*
+ * The payload's room, taken on the I/O thread before the request crosses to
+ * the engine: the callback writes into it and touches nothing of the server
+ * (its buffer pool belongs to the I/O thread).  bs_add merges neighbours of
+ * the same state, so an object gives at most two extents.
+ */
+#define STATUS_MAX_EXTENTS (2u * TIER_BLOCK_STATUS_MAX_OBJS)
+
+static uint32_t status_room(const struct nbd_req *r)
+{
+	return 4 + 8 * ((r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : STATUS_MAX_EXTENTS);
+}
+
+/* On the engine's thread: the answer goes back the way READs do. */
+static void status_back(struct nbd_req *r, int result)
+{
+	if (r->c->s->xt)
+		nbd__xt_done(r, result);
+	else
+		nbd__req_finish(r, result);
+}
+
+/* On the engine's thread: r->buf and r->count are the request's own. */
 static void status_done(void *arg, int result, const struct tier_extent *ext, size_t n)
 {
 	struct nbd_req *r = arg;
-	struct nbd_conn *c = r->c;
-	uint32_t *p;
+	size_t max = (status_room(r) - 4) / 8;
+	uint32_t *p = r->buf;
 
-	c->engine_pending--;
 	if (result < 0 || n == 0) {
-		nbd__req_reply(r, result == -ENOMEM ? NBD_ENOMEM : NBD_EIO);
+		status_back(r, result == -ENOMEM ? -ENOMEM : -EIO);
 		return;
 	}
-	if (r->flags & NBD_CMD_FLAG_REQ_ONE)
-		n = 1;
-	r->buf = nbd__buf_get(c->s, (uint32_t)(4 + 8 * n), &r->buf_class);
-	if (!r->buf) {
-		nbd__req_reply(r, NBD_ENOMEM);
-		return;
-	}
-	p = r->buf;
+	if (n > max)
+		n = max;     /* REQ_ONE: the first; otherwise never more than the room */
 	*p++ = htobe32(META_ID_ALLOCATION);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t f = 0;
@@ -154,20 +170,33 @@ static void status_done(void *arg, int result, const struct tier_extent *ext, si
 		*p++ = htobe32(f);
 	}
 	r->count = (uint32_t)(4 + 8 * n);   /* from here on: the payload's length */
-	nbd__req_reply(r, 0);
+	status_back(r, 0);
 }
 
-/* Called where req_submit calls the engine (its thread). */
+/* On the engine's thread (directly, or from the I/O thread's hand-off). */
+void nbd__status_engine(struct nbd_req *r)
+{
+	int rc = tier_image_block_status(r->c->exp->img, r->offset, r->count, status_done, r);
+
+	if (rc < 0)
+		status_back(r, rc == -ENOMEM ? -ENOMEM : -EINVAL);
+}
+
+/* Called where req_submit is (the NBD server's thread). */
 void nbd__status_submit(struct nbd_req *r)
 {
 	struct nbd_conn *c = r->c;
-	int rc = tier_image_block_status(c->exp->img, r->offset, r->count, status_done, r);
 
-	if (rc < 0) {
-		nbd__req_reply(r, rc == -ENOMEM ? NBD_ENOMEM : NBD_EINVAL);
+	r->buf = nbd__buf_get(c->s, status_room(r), &r->buf_class);
+	if (!r->buf) {
+		nbd__req_reply(r, NBD_ENOMEM);
 		return;
 	}
-	c->engine_pending++;
+	c->engine_pending++;      /* given back by nbd__req_finish */
+	if (c->s->xt)
+		nbd__xt_submit(r);    /* asked on the engine's thread */
+	else
+		nbd__status_engine(r);
 }
 
 void nbd__status_reply_hdr(struct nbd_req *r)

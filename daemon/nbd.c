@@ -216,17 +216,29 @@ static void conn_drop_queued(struct nbd_conn *c)
 	}
 }
 
+void nbd__batch_begin(struct nbd_server *s)
+{
+	s->batch_depth++;
+}
+
+/* The daemon's drain: with an I/O thread, it batches the hand-back instead. */
 void nbd_server_batch_begin(struct nbd_server *s)
 {
-	if (s)
-		s->batch_depth++;
+	if (s && !nbd__xt_batch_begin(s))
+		nbd__batch_begin(s);
 }
 
 void nbd_server_batch_end(struct nbd_server *s)
 {
+	if (s && !nbd__xt_batch_end(s))
+		nbd__batch_end(s);
+}
+
+void nbd__batch_end(struct nbd_server *s)
+{
 	struct nbd_conn *c;
 
-	if (!s || --s->batch_depth)
+	if (--s->batch_depth)
 		return;
 	while ((c = s->out_conns)) {
 		s->out_conns = c->out_next;
@@ -306,12 +318,21 @@ void nbd__req_reply(struct nbd_req *r, uint32_t err)
 	req_reply(r, err);
 }
 
+void nbd__req_finish(struct nbd_req *r, int result)
+{
+	r->c->engine_pending--;
+	req_reply(r, errno_to_nbd(result));
+}
+
+/* On the engine's thread: with an I/O thread, the answer is made there. */
 static void req_done(struct tier_request *t, int result)
 {
 	struct nbd_req *r = t->priv;
 
-	r->c->engine_pending--;
-	req_reply(r, errno_to_nbd(result));
+	if (r->c->s->xt)
+		nbd__xt_done(r, result);
+	else
+		nbd__req_finish(r, result);
 }
 
 static void req_submit(struct nbd_req *r)
@@ -338,12 +359,14 @@ static void req_submit(struct nbd_req *r)
 	t->buf = r->buf;
 	t->cb = req_done;
 	t->priv = r;
-	rc = tier_image_submit(c->exp->img, t);
-	if (rc < 0) {
-		req_reply(r, errno_to_nbd(rc));
+	c->engine_pending++;
+	if (c->s->xt) {
+		nbd__xt_submit(r);   /* submitted on the engine's thread */
 		return;
 	}
-	c->engine_pending++;
+	rc = tier_image_submit(c->exp->img, t);
+	if (rc < 0)
+		nbd__req_finish(r, rc);
 }
 
 /* ---- request validation ---- */
@@ -757,12 +780,18 @@ int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out)
 	s->loop = o->loop;
 	s->log = o->log;
 	s->log_arg = o->log_arg;
+	if (o->io_thread && (rc = nbd__xt_create(s, o->loop)) < 0) {
+		nbd__xt_destroy(s);
+		free(s);
+		return rc;
+	}
 	nbd_server_set_limits(s, o->max_requests_per_conn, o->max_bytes_per_conn);
 	nbd_server_set_handshake_timeout(s, o->handshake_timeout_ms);
 	nbd__server_limits_init(s, o);
 	rc = nbd__tls_create(s, o, o->err ? o->err : dummy, o->err ? o->errlen : sizeof(dummy));
 	if (rc < 0) {
 		nbd__tls_destroy(s);
+		nbd__xt_destroy(s);
 		free(s);
 		return rc;
 	}
@@ -770,20 +799,50 @@ int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out)
 	return 0;
 }
 
-void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests, uint64_t max_bytes)
+/* The daemon's calls, carried to the server's thread (nbd_server_exec). */
+struct nbd_xcall {
+	struct nbd_server *s;
+	const char *name;
+	uint64_t a, b;
+	bool flag;
+	int rc;
+	size_t n;
+	void (*done)(void *);
+	void *done_arg;
+};
+
+static void x_set_limits(void *arg)
 {
+	struct nbd_xcall *x = arg;
+	struct nbd_server *s = x->s;
 	struct nbd_conn *c;
 
-	s->max_requests = max_requests ? max_requests : NBD_DEFAULT_MAX_REQUESTS;
-	s->max_bytes = max_bytes ? max_bytes : NBD_DEFAULT_MAX_BYTES;
+	s->max_requests = x->a ? (uint32_t)x->a : NBD_DEFAULT_MAX_REQUESTS;
+	s->max_bytes = x->b ? x->b : NBD_DEFAULT_MAX_BYTES;
 	for (c = s->conns; c; c = c->next)
 		if (c->paused && !c->closing && !c->draining)
 			nbd__conn_resume(c);
 }
 
+void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests, uint64_t max_bytes)
+{
+	struct nbd_xcall x = { .s = s, .a = max_requests, .b = max_bytes };
+
+	nbd_server_exec(s, x_set_limits, &x);
+}
+
+static void x_set_hs_timeout(void *arg)
+{
+	struct nbd_xcall *x = arg;
+
+	x->s->hs_timeout_ms = x->a ? x->a : NBD_DEFAULT_HS_TIMEOUT_MS;
+}
+
 void nbd_server_set_handshake_timeout(struct nbd_server *s, uint64_t ms)
 {
-	s->hs_timeout_ms = ms ? ms : NBD_DEFAULT_HS_TIMEOUT_MS;
+	struct nbd_xcall x = { .s = s, .a = ms };
+
+	nbd_server_exec(s, x_set_hs_timeout, &x);
 }
 
 static void export_set_ro(struct nbd_export *x, bool read_only)
@@ -797,14 +856,22 @@ static void export_set_ro(struct nbd_export *x, bool read_only)
 			     NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES;
 }
 
+static void x_set_read_only(void *arg)
+{
+	struct nbd_xcall *c = arg;
+	struct nbd_export *x = c->name[0] ? nbd__find_export(c->s, c->name) : NULL;
+
+	c->rc = x ? 0 : -ENOENT;
+	if (x)
+		export_set_ro(x, c->flag);
+}
+
 int nbd_server_set_read_only(struct nbd_server *s, const char *name, bool read_only)
 {
-	struct nbd_export *x = name[0] ? nbd__find_export(s, name) : NULL;
+	struct nbd_xcall x = { .s = s, .name = name, .flag = read_only };
 
-	if (!x)
-		return -ENOENT;
-	export_set_ro(x, read_only);
-	return 0;
+	nbd_server_exec(s, x_set_read_only, &x);
+	return x.rc;
 }
 
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only)
@@ -847,14 +914,27 @@ struct nbd_export *nbd__find_export(struct nbd_server *s, const char *name)
 	return NULL;
 }
 
+static void x_counts(void *arg)
+{
+	struct nbd_xcall *x = arg;
+
+	x->n = x->flag ? x->s->n_conns : x->s->in_flight;
+}
+
 size_t nbd_server_connections(const struct nbd_server *s)
 {
-	return s->n_conns;
+	struct nbd_xcall x = { .s = (struct nbd_server *)s, .flag = true };
+
+	nbd_server_exec(x.s, x_counts, &x);
+	return x.n;
 }
 
 size_t nbd_server_in_flight(const struct nbd_server *s)
 {
-	return s->in_flight;
+	struct nbd_xcall x = { .s = (struct nbd_server *)s };
+
+	nbd_server_exec(x.s, x_counts, &x);
+	return x.n;
 }
 
 void nbd__server_check_done(struct nbd_server *s)
@@ -867,13 +947,15 @@ void nbd__server_check_done(struct nbd_server *s)
 	done(s->done_arg);
 }
 
-void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *arg)
+static void x_shutdown(void *arg)
 {
+	struct nbd_xcall *x = arg;
+	struct nbd_server *s = x->s;
 	struct nbd_conn *c, *next;
 
 	s->shutting_down = true;
-	s->done = done;
-	s->done_arg = arg;
+	s->done = x->done;
+	s->done_arg = x->done_arg;
 	nbd__listeners_close(s);
 	for (c = s->conns; c; c = next) {
 		next = c->next;    /* conn_maybe_finish only schedules the close */
@@ -886,6 +968,18 @@ void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *ar
 	nbd__server_check_done(s);
 }
 
+void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *arg)
+{
+	struct nbd_xcall x = { .s = s, .done = done, .done_arg = arg };
+
+	if (s->xt)   /* done goes back to the engine's thread */
+		nbd__xt_shutdown_done(s, done, arg, &x.done, &x.done_arg);
+	nbd_server_exec(s, x_shutdown, &x);
+	/* not started: no thread runs the server's loop; close its listeners here */
+	if (s->xt && !nbd__xt_started(s))
+		uv_run(s->loop, UV_RUN_NOWAIT);
+}
+
 void nbd_server_destroy(struct nbd_server *s)
 {
 	struct nbd_export *x, *xn;
@@ -894,6 +988,7 @@ void nbd_server_destroy(struct nbd_server *s)
 
 	if (!s)
 		return;
+	nbd__xt_destroy(s);
 	for (x = s->exports; x; x = xn) {
 		xn = x->next;
 		free(x->name);

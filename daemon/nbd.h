@@ -47,8 +47,14 @@ struct nbd_server_opts {
 	unsigned socket_mode;
 	bool socket_gid_set;
 	gid_t socket_gid;
-	tier_log_fn log;      /* may be NULL */
+	tier_log_fn log;      /* may be NULL; called from the I/O thread too */
 	void *log_arg;
+	/*
+	 * threads > 1: the server runs on a loop and thread of its own
+	 * (nbd-thread.c), started by nbd_server_start; loop above is then the
+	 * engine's, where requests are submitted and tier_cq_drain runs.
+	 */
+	bool io_thread;
 	/* TLS (nbd-tls.c); certificates: a directory with server-cert.pem,
 	 * server-key.pem and ca-cert.pem; psk_file: psktool's format. */
 	enum nbd_tls_mode tls;
@@ -61,6 +67,20 @@ struct nbd_server_opts {
 /* -EINVAL (bad TLS settings: o->err says why), -ENOENT, -ENOMEM.  *out
  * NULL on failure. */
 int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out);
+
+/*
+ * io_thread: start the server's thread (after the listeners and exports are
+ * set up; before, every call runs on the caller's thread).  Else a no-op.
+ * 0 or -errno.
+ */
+int nbd_server_start(struct nbd_server *s);
+bool nbd_server_threaded(const struct nbd_server *s);
+/*
+ * Run fn(arg) on the server's thread and return once it has run (at once
+ * when not threaded, not started, or called from that thread).  For calls
+ * not listed as safe from the daemon's thread, e.g. nbd_server_cut.
+ */
+void nbd_server_exec(struct nbd_server *s, void (*fn)(void *arg), void *arg);
 
 /*
  * Listen on "unix:/path" (a stale socket file is replaced) or "host:port"
@@ -77,7 +97,9 @@ int nbd_parse_tcp_addr(const char *addr, struct sockaddr_storage *ss, socklen_t 
 /*
  * Serve img under its tier_image_name().  The name is copied; img must stay
  * open until nbd_server_destroy.  The first export added also answers the
- * default (empty) export name.  -EEXIST, -ENOMEM.
+ * default (empty) export name.  -EEXIST, -ENOMEM.  @pre before nbd_server_start.
+ * The calls below (to nbd_server_shutdown, and the counters) are safe from the
+ * daemon's thread: with an I/O thread they run there (nbd_server_exec).
  */
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only);
 /* Live: connected clients' writes now fail with EPERM; new ones see NBD_FLAG_READ_ONLY. */
@@ -94,11 +116,11 @@ void nbd_server_set_handshake_timeout(struct nbd_server *s, uint64_t ms);
 /*
  * Stop accepting, stop reading new requests, let requests already read
  * complete and their replies go out, then close every connection.
- * done(arg) runs once no connection is left (possibly inside this call).
+ * done(arg) runs once no connection is left (possibly inside this call);
+ * io_thread: on the engine's loop, never inside this call.
  */
 void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *arg);
 
-/* Connections open / requests in flight right now. */
 /*
  * Replies made between begin and end are gathered: one write per connection
  * at the end (up to NBD_GATHER_MAX replies each) instead of one per reply.
@@ -107,6 +129,7 @@ void nbd_server_shutdown(struct nbd_server *s, void (*done)(void *arg), void *ar
  */
 void nbd_server_batch_begin(struct nbd_server *s);
 void nbd_server_batch_end(struct nbd_server *s);
+/* Connections open / requests in flight right now (from any thread). */
 size_t nbd_server_connections(const struct nbd_server *s);
 size_t nbd_server_in_flight(const struct nbd_server *s);
 /* The connection limit in force; connections refused by it so far. */

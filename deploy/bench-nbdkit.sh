@@ -18,7 +18,9 @@
 # added to [global]], BENCH_PRELOADS ["" = glibc only; a comma list of
 # name=path.so, e.g. "glibc=,jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2":
 # each one is a tierd variant started with LD_PRELOAD=path; name=path.so@BIN
-# runs the tierd binary BIN instead, e.g. "after=,before=@/tmp/old/tierd"],
+# runs the tierd binary BIN instead, e.g. "after=,before=@/tmp/old/tierd";
+# a trailing #T starts that variant with TIERD_THREADS=T (threads = T), e.g.
+# "t1=#1,t2=#2"],
 # BENCH_NBDKIT [1: also run nbdkit], BENCH_NICE [empty; e.g. -10 runs the
 # servers and fio at that nice level (root), so that other load on a shared
 # machine disturbs the comparison less: a single-threaded server loses more
@@ -100,12 +102,16 @@ cache_target_full_ratio = 0.95
 size = $SIZE
 CFG
 	cp "$WORK/t/tierd.conf" "$OUT/tierd.conf"
-	local bin=$TIERD
+	local bin=$TIERD threads=${TIERD_THREADS:-}
+	if [[ $pre == *#* ]]; then
+		threads=${pre##*#}
+		pre=${pre%#*}
+	fi
 	if [[ $pre == *@* ]]; then
 		bin=${pre#*@}
 		pre=${pre%%@*}
 	fi
-	LD_PRELOAD=$pre "${NICE[@]}" "$bin" --config "$WORK/t/tierd.conf" 2>> "$OUT/$name.tierd.log" &
+	TIERD_THREADS=$threads LD_PRELOAD=$pre "${NICE[@]}" "$bin" --config "$WORK/t/tierd.conf" 2>> "$OUT/$name.tierd.log" &
 	TPID=$!
 	wait_sock "nbd+unix:///vol0?socket=$WORK/t/nbd.sock" "$TPID" "$OUT/$name.tierd.log"
 	fio --name=fill --ioengine=nbd --uri="nbd+unix:///vol0?socket=$WORK/t/nbd.sock" \
