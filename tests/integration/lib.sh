@@ -76,6 +76,9 @@ start_tierd() {
 	for i in $(seq 1 200); do
 		if [ -S "$SOCK" ] && nbdinfo --size "$(uri)" >/dev/null 2>&1; then
 			log "tierd $TIERD_PID up"
+			# the thread matrix (meson.build): tierd runs what it was told
+			[ -z "${TIERD_THREADS:-}" ] || grep -q "info: threads $TIERD_THREADS: " "$LOG" ||
+				fail "TIERD_THREADS=$TIERD_THREADS: no 'threads $TIERD_THREADS' line"
 			return 0
 		fi
 		kill -0 "$TIERD_PID" 2>/dev/null || fail "tierd exited during start-up"
