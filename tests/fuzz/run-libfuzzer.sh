@@ -13,6 +13,15 @@
 #                           executions instead of SECONDS (docs/SECURITY.md
 #                           reports FUZZ_RUNS=10000000); SECONDS is then
 #                           only a safety cap (default 6 h)
+#   FUZZ_FORK=N             libFuzzer's fork mode: N worker processes
+#                           (-fork=N), restarted every few minutes with a
+#                           share of the corpus; runs= is then the total of
+#                           the workers' executions as the parent reports it
+#                           ("#N: cov: ..." lines), exec/s that total over
+#                           the wall time.  Crashes stop the run as usual
+#   FUZZ_ARGS="..."         more libFuzzer flags, e.g. for fuzz_nbd's long
+#                           run -entropic_scale_per_exec_time=1 (schedule
+#                           fast inputs more: tests/fuzz/README.md)
 #   FUZZ_RSS_MB=N           libFuzzer's -rss_limit_mb and -malloc_limit_mb
 #                           (default 2048): the memory cap.  `ulimit -v`
 #                           does not work with ASan, which reserves ~20 TiB
@@ -76,17 +85,25 @@ for t in $targets; do
 	mkdir -p "$work" "$art"
 	dict=""
 	[ -f "$top/tests/fuzz/$t.dict" ] && dict="-dict=$top/tests/fuzz/$t.dict"
-	echo "== fuzz_$t: ${secs}s, log $log"
+	echo "== fuzz_$t: ${secs}s${FUZZ_FORK:+, $FUZZ_FORK workers}, log $log"
 	rc=0
 	# shellcheck disable=SC2086
 	"$exe" $dict -max_total_time="$secs" ${want_runs:+-runs=$want_runs} -print_final_stats=1 \
+		${FUZZ_FORK:+-fork=$FUZZ_FORK} ${FUZZ_ARGS:-} \
 		-rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb="${FUZZ_RSS_MB:-2048}" \
 		-artifact_prefix="$art/" "$work" "$seeds" >"$log" 2>&1 || rc=$?
-	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-	eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+	if [ -n "${FUZZ_FORK:-}" ]; then
+		# the parent's last "#RUNS: cov: C ft: F corp: N exec/s E ... time: Ts" line
+		last=$(grep -E '^#[0-9]+: cov: ' "$log" | tail -1)
+		runs=$(echo "$last" | sed -n 's/^#\([0-9]*\):.*/\1/p')
+		eps=$(echo "$last" | sed -n 's/.* exec\/s \([0-9]*\).*/\1/p')
+	else
+		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+		eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+	fi
 	cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
 	crashes=$(find "$art" -type f | wc -l)
-	line="fuzz_$t: ${secs}s runs=${runs:-?} exec/s=${eps:-?} ${cov:-cov: ?} artifacts=$crashes rc=$rc"
+	line="fuzz_$t: ${secs}s${FUZZ_FORK:+ fork=$FUZZ_FORK} runs=${runs:-?} exec/s=${eps:-?} ${cov:-cov: ?} artifacts=$crashes rc=$rc"
 	echo "$line" | tee -a "$summary"
 	if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
 		status=1
