@@ -18,7 +18,7 @@
 #                           share of the corpus; runs= is then the total of
 #                           the workers' executions as the parent reports it
 #                           ("#N: cov: ..." lines), exec/s that total over
-#                           the wall time.  Crashes stop the run as usual
+#                           the parent's time.  Crashes stop the run as usual
 #   FUZZ_ARGS="..."         more libFuzzer flags, e.g. for fuzz_nbd's long
 #                           run -entropic_scale_per_exec_time=1 (schedule
 #                           fast inputs more: tests/fuzz/README.md)
@@ -93,10 +93,13 @@ for t in $targets; do
 		-rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb="${FUZZ_RSS_MB:-2048}" \
 		-artifact_prefix="$art/" "$work" "$seeds" >"$log" 2>&1 || rc=$?
 	if [ -n "${FUZZ_FORK:-}" ]; then
-		# the parent's last "#RUNS: cov: C ft: F corp: N exec/s E ... time: Ts" line
+		# the parent's last "#RUNS: cov: C ft: F corp: N exec/s E ... time: Ts"
+		# line (E is the last job's own rate: exec/s here is RUNS / T)
 		last=$(grep -E '^#[0-9]+: cov: ' "$log" | tail -1)
 		runs=$(echo "$last" | sed -n 's/^#\([0-9]*\):.*/\1/p')
-		eps=$(echo "$last" | sed -n 's/.* exec\/s \([0-9]*\).*/\1/p')
+		t=$(echo "$last" | sed -n 's/.* time: \([0-9]*\)s.*/\1/p')
+		eps=""
+		[ -n "$runs" ] && [ -n "$t" ] && [ "$t" -gt 0 ] && eps=$((runs / t))
 	else
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 		eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
