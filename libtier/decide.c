@@ -91,14 +91,18 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * Fills (extent bitmaps): a read that needs base for part of a cached copy
  * is a read miss of those extents, admitted as a read miss of the object
  * would be (tier__decide_admit: the recency rule before this access, or the
- * policy's hint).  Then a fill queues behind the read and copies every
- * extent the copy lacks from base, so a hot partial object becomes whole.
+ * policy's hint).  Then a fill queues behind the read and copies the
+ * extents the copy lacks in its window (fill_window) from base, so a hot
+ * partial object becomes whole.
  * Nothing to decide (NONE) if the copy is whole for the piece, is going
  * (evicting, a drop pending on a failed cache path), its store version is
  * unknown, a fill is queued or running already, or the mode admits no read
  * miss (readproxy, proxy, none).  Otherwise skipped, and counted, when the
  * pool is degraded, the cache full (admitted bytes included) or the read
- * not admitted (cold).  The token buckets come after (promote.c).
+ * not admitted (cold).  The token buckets come after (promote.c), for the
+ * base reads of the fill's window; the read's own whole extents need none
+ * (dispatch.c: a read fill of what it brings, when the window holds no more
+ * or the throttle says no).
  */
 enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier__dstate *s)
 {
@@ -121,9 +125,12 @@ enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier
  * Reads never wait (but behind an exclusive op).  A cached copy that is not
  * being evicted serves what it holds: all of the piece (HIT), some of it
  * and base the rest (HIT_PARTIAL), or none, base reads only (EXTENT_MISS);
- * the last two may queue a fill behind them (tier__decide_fill).
+ * the last two may fill the copy (tier__decide_fill).
  * Otherwise base serves it (PROXY), and an admitted miss of an ABSENT
- * object with no promotion queued or running queues one behind it.
+ * object with no promotion queued or running either queues one behind it
+ * (object granularity) or, at extent granularity, says fill GO: the
+ * extents the read brings from base become a new CLEAN copy of them (a
+ * read fill, fill.c; not of a STALE object, whose leftover must go first).
  */
 static struct tier__decision decide_read(const struct tier_params *p,
 					 const struct tier__dstate *s)
@@ -142,8 +149,15 @@ static struct tier__decision decide_read(const struct tier_params *p,
 	} else if (s->state == TIER__ABSENT &&
 		   !(s->flags & (TIER__OF_PQUEUED | TIER__OF_PROMOTING)) &&
 		   tier__decide_admit(p, s, false)) {
-		d = go(TIER__R_PROXY_THEN_PROMOTE, "miss admitted");
-		d.admitted = true;
+		if (p->promote_granularity == TIER_GRAN_EXTENT && s->bitmaps) {
+			/* extent granularity: the extents it reads, not the object */
+			d = go(TIER__R_PROXY, "miss admitted: a read fill of its extents");
+			d.fill = s->flags & (TIER__OF_STALE | TIER__OF_FQUEUED | TIER__OF_FILLING) ?
+					 TIER__FILL_NONE : TIER__FILL_GO;
+		} else {
+			d = go(TIER__R_PROXY_THEN_PROMOTE, "miss admitted");
+			d.admitted = true;
+		}
 	} else {
 		d = go(TIER__R_PROXY, s->state == TIER__ABSENT ? "miss not admitted" :
 		       s->nocache ? "cache path failed" : "the copy is being evicted");

@@ -188,7 +188,19 @@ static void read_issue(struct tier_engine *e, struct tier__ext *x, bool from_cac
 	x->op.off = off;
 	x->op.len = len;
 	x->op.buf = x->buf + (off - x->off);
+	if (!from_cache && x->rfill == 2)
+		x->op.flags = TIER_STORE_F_FUA;   /* it feeds a read fill: as a promotion reads */
 	ext_submit(e, from_cache ? e->cache : e->base, x);
+}
+
+/* The read is over: a read fill it fed takes its data, then the piece completes. */
+static void read_end(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x, int err)
+{
+	o->nrun--;
+	if (x->rfill)
+		tier__rfill_read_done(e, o, x, err == 0);
+	tier__ext_finish(e, x, err);
+	tier__obj_kick(e, o);
 }
 
 /* After a read: the next base run it lacks (XS_READ_RUNS), or done. */
@@ -205,9 +217,7 @@ static void read_next(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		read_issue(e, x, false, ro, rl);
 		return;
 	}
-	o->nrun--;
-	tier__ext_finish(e, x, 0);
-	tier__obj_kick(e, o);
+	read_end(e, o, x, 0);
 }
 
 static void read_cb(struct tier_store_op *op)
@@ -233,15 +243,11 @@ static void read_cb(struct tier_store_op *op)
 			read_issue(e, x, false, x->off, x->len);
 			goto out;
 		}
-		o->nrun--;
-		tier__ext_finish(e, x, -EIO);
-		tier__obj_kick(e, o);
+		read_end(e, o, x, -EIO);
 		goto out;
 	}
 	if (r < 0) {
-		o->nrun--;
-		tier__ext_finish(e, x, r);
-		tier__obj_kick(e, o);
+		read_end(e, o, x, r);
 		goto out;
 	}
 	read_next(e, o, x);
@@ -362,8 +368,37 @@ static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_i
 	q_push_tail(o, h);
 }
 
-/* After a read that needed base for part of a cached copy: fill it, or count why not. */
-static void maybe_fill(struct tier_engine *e, struct tier__obj *o, const struct tier__ext *x,
+/*
+ * Bytes of the window [off, off + len) o's copy lacks outside the whole
+ * extents the read x brings: what a fill would read from base that x does
+ * not read already.
+ */
+static uint64_t window_beyond_read(const struct tier_engine *e, const struct tier__obj *o,
+				   const struct tier__ext *x, uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len;
+	uint64_t rs = (x->off + es - 1) / es * es, rt = (uint64_t)x->off + x->len;
+	uint64_t b = 0;
+
+	rt = rt >= o->len ? o->len : rt / es * es;
+	if (rt <= rs)
+		return tier__fill_bytes(e, o, off, len, NULL);
+	if (off < rs)
+		b += tier__fill_bytes(e, o, off, (uint32_t)((rs < end ? rs : end) - off), NULL);
+	if (end > rt)
+		b += tier__fill_bytes(e, o, (uint32_t)(rt > off ? rt : off),
+				      (uint32_t)(end - (rt > off ? rt : off)), NULL);
+	return b;
+}
+
+/*
+ * After a read that needed base for part of a cached copy (admitted:
+ * GO): the fill of its window, or if that window holds nothing beyond what
+ * the read brings itself, or the throttle refuses the base reads, a read
+ * fill of the read's own extents (no base read of its own).  Otherwise
+ * count why not.
+ */
+static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
 		       enum tier__fill f)
 {
 	uint32_t off, len;
@@ -373,8 +408,12 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, const struct 
 	case TIER__FILL_GO:
 		fill_window(e, o, x, &off, &len);
 		tier__fill_bytes(e, o, off, len, &read);
+		if (!window_beyond_read(e, o, x, off, len) && tier__rfill_start(e, x->img, o, x))
+			break;   /* the read brings all the window lacks */
 		if (tier__fill_tokens(e, x->img, read))   /* they guard base: what it reads */
 			queue_fill(e, o, x->img, off, len);
+		else
+			tier__rfill_start(e, x->img, o, x);   /* throttled: the read's own extents */
 		break;
 	case TIER__FILL_SKIP_COLD: tier__count(e, x->img, fill_skip_cold, 1); break;
 	case TIER__FILL_SKIP_FULL: tier__count(e, x->img, fill_skip_full, 1); break;
@@ -907,6 +946,8 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_PROXY:
 	case TIER__R_PROXY_THEN_PROMOTE:
 		if (x->type == TIER_REQ_READ) {
+			if (d.fill == TIER__FILL_GO)   /* extent mode: its extents fill from it */
+				tier__rfill_start(e, x->img, o, x);
 			start_read(e, o, x, d.route);
 			return true;
 		}

@@ -105,6 +105,7 @@ struct tier__ext {
 	uint8_t tries;
 	uint8_t seen;              /* hitset access recorded */
 	uint8_t fill;              /* extent write needs a base fill */
+	uint8_t rfill;             /* read: its base data feeds a read fill (2: FUA reads) */
 	uint32_t pos;              /* progress in multi-op reads */
 	uint32_t s, t;             /* cache write span (extent fills) */
 	uint64_t new_version;
@@ -141,6 +142,7 @@ struct tier__job {
 					   rebuild: the decoded valid, then dirty bitmaps;
 					   fill: extents read from base, to write, new valid */
 	bool redirtied;                 /* flush: a cache write started during it */
+	bool rf_create;                 /* read fill of an ABSENT object: a new copy (PROMOTING) */
 	uint64_t t_start_ms;
 	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
 	struct tier__job *fprev;        /* sync: the list is doubly linked (O(1) removal) */
@@ -366,6 +368,14 @@ void tier__resv_take(struct tier_engine *e, struct tier__ext *x, uint64_t bytes,
 void tier__resv_put(struct tier_engine *e, struct tier__ext *x);
 /* The throttle for a fill reading `bytes` from base (counts fill_skip_throttled). */
 bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes);
+/*
+ * The base name barrier of a promotion or a fill (removes not yet covered
+ * by one): submit it on op (gen: where the rm_gen it covers is kept), and
+ * once it answered take its result (ENOENT expected; 0 or the error).
+ */
+void tier__base_barrier(struct tier_engine *e, struct tier_store_op *op, tier_store_cb cb,
+			void *priv, uint64_t *gen);
+int tier__base_barrier_done(struct tier_engine *e, int result, uint64_t gen);
 
 /* fill.c */
 /* Bytes a fill of o would read from base: its invalid extents, as fill reads merge them. */
@@ -377,6 +387,18 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 		      uint32_t off, uint32_t len);
 /* o went quiet (no exclusive op, no shared op): a fill waiting to land goes on. */
 void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
+/*
+ * Read fills: the read x (at the head of o's queue, an admitted read miss
+ * in extent mode) is about to read from base; the whole extents it brings
+ * that the copy lacks (all of them if o is ABSENT) go into the cache as
+ * clean extents once it is done, with no base read of their own.  Returns
+ * false (nothing started) if it cannot be done safely now.
+ */
+bool tier__rfill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+		       struct tier__ext *x);
+/* The read x that fed a read fill is done with base (ok: its data is in x->buf). */
+void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+			   bool ok);
 
 /* flush.c */
 int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);

@@ -32,6 +32,8 @@ enum fill_step {
 	FILL_WAIT,          /* data in: waits for the object to be quiet (FILL_READY) */
 	FILL_WRITE,         /* cache writes of the extents still invalid (EXCL) */
 	FILL_SETMETA,       /* the guarded, ordered SETMETA (EXCL) */
+	FILL_CLIENT,        /* read fill: the client's read brings the data from base */
+	FILL_CREATE,        /* read fill of an ABSENT object: the new copy's one WRITE */
 };
 
 /* Invalid extents closer than this are read from base in one op (fewer seeks). */
@@ -140,7 +142,12 @@ static void fill_end(struct tier__job *j, bool ok)
 		pp = &(*pp)->fnext;
 	if (*pp)
 		*pp = j->fnext;
-	o->flags &= (uint16_t)~(TIER__OF_FILLING | TIER__OF_FILL_READY);
+	if (j->rf_create) {
+		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
+		e->n_promoting--;
+	} else {
+		o->flags &= (uint16_t)~(TIER__OF_FILLING | TIER__OF_FILL_READY);
+	}
 	e->promoting_bytes -= j->len;
 	if (!ok)
 		tier__count(e, j->img, fill_failed, 1);
@@ -157,7 +164,8 @@ static void fill_done(struct tier__job *j, bool ok)
 
 		tier__oid(j->img, TIER__KEY_OBJNO(o->key), oid);
 		tier__log_fail(e, TIER_LOG_WARN, TIER__EL_FILL, j->img, oid,
-			       j->step == FILL_BARRIER || j->step == FILL_READ ? e->base : e->cache,
+			       j->step == FILL_BARRIER || j->step == FILL_READ ||
+					       j->step == FILL_CLIENT ? e->base : e->cache,
 			       j->err, "; the extents stay invalid in the cache");
 	}
 	fill_end(j, ok);
@@ -175,14 +183,7 @@ static void fill_read(struct tier__job *j)
 		o->flags & TIER__OF_UNSYNC_B, o->nsync != 0);
 
 	if (how == TIER__PR_BARRIER_FIRST) {
-		memset(&j->op, 0, sizeof(j->op));
-		j->op.cb = fill_cb;
-		j->op.priv = j;
-		j->ops_gen[1] = e->rm_gen[1];
-		j->op.opcode = TIER_STORE_REMOVE;
-		j->op.flags = TIER_STORE_F_FUA;
-		snprintf(j->op.oid, sizeof(j->op.oid), "tier.sync-barrier");
-		tier__submit(e, e->base, &j->op);
+		tier__base_barrier(e, &j->op, fill_cb, j, &j->ops_gen[1]);
 		return;
 	}
 	/*
@@ -339,14 +340,12 @@ static void fill_cb(struct tier_store_op *op)
 
 	switch (j->step) {
 	case FILL_BARRIER:
-		/* the barrier object never exists: ENOENT is the expected answer */
-		if (r < 0 && r != -ENOENT) {
+		r = tier__base_barrier_done(e, r, j->ops_gen[1]);
+		if (r < 0) {
 			j->err = r;
 			fill_done(j, false);
 			return;
 		}
-		if (e->rm_synced[1] < j->ops_gen[1])
-			e->rm_synced[1] = j->ops_gen[1];
 		j->step = FILL_READ;
 		fill_read(j);
 		return;
@@ -379,6 +378,28 @@ static void fill_cb(struct tier_store_op *op)
 			return;
 		}
 		fill_setmeta(j);
+		return;
+	case FILL_CREATE:
+		if (r < 0) {
+			/* as a promotion's: EEXIST a leftover, EINVAL refused; STALE either way */
+			if (r != -EEXIST && r != -EINVAL)
+				tier__cache_error(e, r);
+			o->flags |= TIER__OF_STALE;
+			j->err = r;
+			fill_done(j, false);
+			return;
+		}
+		if (tier__obj_alloc_bits(e, o) < 0) {   /* extent mode: it cannot fail */
+			fill_done(j, false);
+			return;
+		}
+		o->version = j->version;
+		o->mtime_ms = tier__eng_now_ms(e);
+		o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
+		tier__obj_set_state(e, o, TIER__CLEAN, j->snap, NULL);
+		tier__count(e, j->img, fills, 1);
+		tier__count(e, j->img, fill_bytes, j->len);
+		fill_done(j, true);
 		return;
 	case FILL_SETMETA:
 	default: {
@@ -443,4 +464,154 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 nomem:
 	tier__job_free(j);
 	tier__count(e, img, fill_failed, 1);
+}
+
+/* ---- read fills: the data a proxied read brought from base ---- */
+
+/*
+ * The whole extents of [off, off + len) (the object's last one counts whole
+ * if the range reaches the object's end) that o's copy lacks (every one if
+ * there is no copy), into want if given; returns their bytes.
+ */
+static uint64_t read_blocks(const struct tier_engine *e, const struct tier__obj *o,
+			    uint32_t off, uint32_t len, uint64_t *want)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, b = 0;
+	uint64_t fe = (off + es - 1) / es, le = end >= o->len ? (o->len + es - 1) / es : end / es;
+
+	for (uint64_t i = fe; i < le && i < e->nbits; i++) {
+		if (tier__obj_bits(o) && tier__bit(tier__obj_bits(o), i))
+			continue;
+		if (want)
+			tier__bit_set(want, i);
+		b += ext_end(e, o, i) - i * es;
+	}
+	return b;
+}
+
+/*
+ * Safe only if nothing can change base under the read: no other shared op
+ * on o now (a proxied write started earlier could land after the read saw
+ * base, and a clean extent of the old bytes would then shadow it), and
+ * from now on FILLING (a copy) or PROMOTING (no copy) holds back every op
+ * that would change base or drop the copy, as for any fill or promotion.
+ * Base's bytes must be durable before the copy can call them clean: the
+ * read is FUA where a promotion's would be (tier__decide_promote_read), and
+ * an unsynced base remove (a promotion would send a barrier first) means
+ * no read fill now.  A copy of ABSENT o is created by one WRITE, as a
+ * promotion's (F_EXCL, F_ORDERED, a CLEAN meta whose valid bits are the
+ * read's extents); a partly valid copy takes the fill's landing (the
+ * object quiet, the extents still invalid, a guarded ordered SETMETA).
+ */
+bool tier__rfill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+		       struct tier__ext *x)
+{
+	bool absent = o->state == TIER__ABSENT;
+	enum tier__promote_read how;
+	struct tier__job *j;
+	uint64_t lacks;
+
+	if (!e->nwords || o->nrun || (!absent && !tier__obj_bits(o)) ||
+	    (o->flags & (TIER__OF_FILLING | TIER__OF_FQUEUED | TIER__OF_PROMOTING |
+			 TIER__OF_PQUEUED | TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH |
+			 TIER__OF_VUNK | TIER__OF_STALE | TIER__OF_EXCL)))
+		return false;
+	how = tier__decide_promote_read(e->rm_gen[1] != e->rm_synced[1],
+					o->flags & TIER__OF_UNSYNC_B, o->nsync != 0);
+	if (how == TIER__PR_BARRIER_FIRST)
+		return false;
+	lacks = read_blocks(e, o, x->off, x->len, NULL);
+	if (!lacks)
+		return false;
+	j = tier__job_new(e, TIER__J_FILL, img, o);
+	if (!j)
+		goto nomem;
+	j->snap = calloc(3 * e->nwords, 8);   /* extents read, to write, new valid */
+	if (!j->snap || tier__job_obuf(j) < 0)
+		goto nomem;
+	read_blocks(e, o, x->off, x->len, j->snap);
+	/* the bytes it adds are admitted, not yet cached: they count as full */
+	j->len = lacks;
+	e->promoting_bytes += j->len;
+	if (absent) {
+		j->rf_create = true;
+		o->flags |= TIER__OF_PROMOTING;
+		e->n_promoting++;
+	} else {
+		o->flags |= TIER__OF_FILLING;
+	}
+	j->fnext = e->fills;
+	e->fills = j;
+	j->step = FILL_CLIENT;
+	x->rfill = how == TIER__PR_FUA ? 2 : 1;
+	return true;
+nomem:
+	tier__job_free(j);
+	tier__count(e, img, fill_failed, 1);
+	return false;
+}
+
+/* The new copy of a read fill: one WRITE of the read's extents, data and meta. */
+static void rfill_create(struct tier__job *j)
+{
+	struct tier_engine *e = j->e;
+	struct tier__obj *o = j->obj;
+	uint64_t es = e->p.extent_size, fe = e->nbits, le = 0;
+	int ml;
+
+	for (uint64_t i = 0; i < e->nbits; i++) {
+		if (!tier__bit(j->snap, i))
+			continue;
+		if (fe == e->nbits)
+			fe = i;
+		le = i;
+	}
+	j->version = 1;
+	/* valid: the read's extents (one run), dirty: none (snap's third part is zero) */
+	ml = tier__meta_encode_obj(e, 0, j->version, j->snap, j->snap + 2 * e->nwords, j->meta);
+	job_op(j, &j->op, TIER_STORE_WRITE);
+	j->op.flags = TIER_STORE_F_EXCL | TIER_STORE_F_META | TIER_STORE_F_ORDERED;
+	j->op.off = fe * es;
+	j->op.len = ext_end(e, o, le) - fe * es;
+	j->op.buf = (char *)j->buf + j->op.off;
+	j->op.meta = j->meta;
+	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
+	j->op.version = j->version;
+	j->step = FILL_CREATE;
+	if (ml < 0) {
+		fill_end(j, false);
+		return;
+	}
+	tier__submit(e, e->cache, &j->op);
+}
+
+void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+			   bool ok)
+{
+	uint64_t es = e->p.extent_size;
+	struct tier__job *j = e->fills;
+
+	x->rfill = 0;
+	while (j && (j->obj != o || j->step != FILL_CLIENT))
+		j = j->fnext;
+	if (!j)
+		return;
+	if (!ok) {
+		fill_end(j, false);   /* the caller runs o's queue */
+		return;
+	}
+	for (uint64_t i = 0; i < e->nbits; i++)
+		if (tier__bit(j->snap, i))
+			memcpy((char *)j->buf + i * es, x->buf + (i * es - x->off),
+			       ext_end(e, o, i) - i * es);
+	if (j->rf_create) {
+		rfill_create(j);
+		return;
+	}
+	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
+		j->step = FILL_WAIT;
+		o->flags |= TIER__OF_FILL_READY;
+		return;
+	}
+	fill_write(j);   /* ended or not, the caller runs o's queue */
 }

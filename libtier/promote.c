@@ -91,6 +91,35 @@ bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t b
 	return false;
 }
 
+/*
+ * A name barrier on base: a FUA REMOVE of an object that never exists makes
+ * every base remove before it durable (docs/DURABILITY.md), so a copy that
+ * will say "clean: base holds this" cannot come back over a removed object
+ * base brings back after a cut.  Promotions and fills send it first.
+ */
+void tier__base_barrier(struct tier_engine *e, struct tier_store_op *op, tier_store_cb cb,
+			void *priv, uint64_t *gen)
+{
+	memset(op, 0, sizeof(*op));
+	op->cb = cb;
+	op->priv = priv;
+	*gen = e->rm_gen[1];
+	op->opcode = TIER_STORE_REMOVE;
+	op->flags = TIER_STORE_F_FUA;
+	snprintf(op->oid, sizeof(op->oid), "tier.sync-barrier");
+	tier__submit(e, e->base, op);
+}
+
+int tier__base_barrier_done(struct tier_engine *e, int result, uint64_t gen)
+{
+	/* the barrier object never exists: ENOENT is the expected answer */
+	if (result < 0 && result != -ENOENT)
+		return result;
+	if (e->rm_synced[1] < gen)
+		e->rm_synced[1] = gen;
+	return 0;
+}
+
 /* Steps of a promotion job. */
 enum { PROMOTE_BARRIER = 0, PROMOTE_READ, PROMOTE_WRITE };
 
@@ -129,14 +158,12 @@ static void promote_cb(struct tier_store_op *op)
 	int ml;
 
 	if (j->step == PROMOTE_BARRIER) {
-		/* the barrier object never exists: ENOENT is the expected answer */
-		if (r < 0 && r != -ENOENT) {
+		r = tier__base_barrier_done(e, r, j->ops_gen[1]);
+		if (r < 0) {
 			j->err = r;
 			promote_done(j, false);
 			return;
 		}
-		if (e->rm_synced[1] < j->ops_gen[1])
-			e->rm_synced[1] = j->ops_gen[1];
 		j->step = PROMOTE_READ;
 		promote_read(j);
 		return;
@@ -210,17 +237,13 @@ static void promote_read(struct tier__job *j)
 		j->step == PROMOTE_BARRIER && e->rm_gen[1] != e->rm_synced[1],
 		o->flags & TIER__OF_UNSYNC_B, o->nsync != 0);
 
+	if (how == TIER__PR_BARRIER_FIRST) {
+		tier__base_barrier(e, &j->op, promote_cb, j, &j->ops_gen[1]);
+		return;
+	}
 	memset(&j->op, 0, sizeof(j->op));
 	j->op.cb = promote_cb;
 	j->op.priv = j;
-	if (how == TIER__PR_BARRIER_FIRST) {
-		j->ops_gen[1] = e->rm_gen[1];
-		j->op.opcode = TIER_STORE_REMOVE;
-		j->op.flags = TIER_STORE_F_FUA;
-		snprintf(j->op.oid, sizeof(j->op.oid), "tier.sync-barrier");
-		tier__submit(e, e->base, &j->op);
-		return;
-	}
 	j->step = PROMOTE_READ;
 	j->op.opcode = TIER_STORE_READ;
 	if (how == TIER__PR_FUA)

@@ -78,6 +78,9 @@ static const struct row rows[] = {
 	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ANY, TIER__R_HIT_PARTIAL, NONE),
 	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_EXTENT_MISS, NONE),
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	/* extent granularity: an admitted miss proxies, its extents fill from it (fill GO) */
+	ROW(R, WB, EXT, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* not recent */
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY_THEN_PROMOTE, NONE),
 	/* tinylfu: past the full target a miss must beat the victim's frequency */
@@ -394,8 +397,14 @@ static void test_route_sweep(void **state)
 		}
 		if (d.fill != TIER__FILL_NONE) {
 			assert_int_equal(types[ti], R);
-			assert_true(r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS);
+			/* a miss of no copy at extent granularity: a read fill, never a promotion */
+			assert_true(r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS ||
+				    (r == TIER__R_PROXY && st == A && d.fill == TIER__FILL_GO &&
+				     p.promote_granularity == TIER_GRAN_EXTENT && s.bitmaps &&
+				     !(flag_sets[fi] & TIER__OF_STALE)));
 		}
+		if (r == TIER__R_PROXY_THEN_PROMOTE && types[ti] == R)
+			assert_true(p.promote_granularity != TIER_GRAN_EXTENT || !s.bitmaps);
 		if (d.fill == TIER__FILL_GO) {
 			assert_true(mode == WB || mode == RO);
 			assert_true(!degraded && !full && (recent || s.hint));
@@ -438,7 +447,12 @@ static void test_fill_choice(void **state)
 		FROW(NO, CL, 1, 0, 0, 0, X_BITS, TIER__FILL_NONE),
 		FROW(WB, CL, 1, 0, 0, 0, X_BITS | X_ALL | X_ANY, TIER__FILL_NONE),   /* a hit */
 		FROW(WB, CL, 1, 0, 0, 0, 0, TIER__FILL_NONE),                 /* whole copy */
-		FROW(WB, A, 1, 0, 0, 0, 0, TIER__FILL_NONE),                  /* a miss promotes */
+		FROW(WB, A, 1, 0, 0, 0, 0, TIER__FILL_GO),                    /* a miss: read fill */
+		FROW(WB, A, 0, 0, 0, 0, 0, TIER__FILL_NONE),                  /* cold: proxied */
+		FROW(WB, A, 1, 0, 0, TIER__OF_STALE, 0, TIER__FILL_NONE),     /* a leftover first */
+		FROW(WB, A, 1, 0, 0, TIER__OF_PROMOTING, 0, TIER__FILL_NONE),
+		FROW(WB, A, 1, 1, 0, 0, 0, TIER__FILL_NONE),                  /* full */
+		FROW(RP, A, 1, 0, 0, 0, 0, TIER__FILL_NONE),                  /* reads not admitted */
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED, X_BITS, TIER__FILL_NONE),
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FILLING, X_BITS, TIER__FILL_NONE),
 		FROW(WB, CL, 1, 0, 0, TIER__OF_EVICTING, X_BITS, TIER__FILL_NONE),

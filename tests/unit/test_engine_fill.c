@@ -216,15 +216,19 @@ static void test_full_or_throttled_skips(void **state)
 	model_write(model, 0, EXT, 6);
 	assert_int_equal(env_write(v, OS, EXT, 7), 0);
 	model_write(model, OS, EXT, 7);
-	env_check(v, model, 0, OS);
+	env_check(v, model, 8 * EXT, EXT);   /* its fill reads the rest of object 0 */
 	env_pump(v);
-	env_check(v, model, OS, OS);
+	uint64_t r0 = base_read_bytes(v);
+	env_check(v, model, OS + 8 * EXT, EXT);
 	env_pump(v);
 	s = env_stats(v);
-	assert_int_equal(s.fills, 1);
+	/* the window's fill is throttled; the read's own extent fills from the read */
+	assert_int_equal(s.fills, 2);
+	assert_int_equal(s.fill_bytes, OS - EXT + EXT);
 	assert_int_equal(s.fill_skip_throttled, 1);
 	assert_int_equal(s.promote_throttled, 0);   /* fills have their own counter */
-	assert_int_equal(s.cached_bytes, OS + EXT);
+	assert_int_equal(s.cached_bytes, OS + 2 * EXT);
+	assert_int_equal(base_read_bytes(v) - r0, EXT);   /* the read's, nothing more */
 	env_check(v, model, 0, ISZ);
 	free(model);
 	env_free(v);
@@ -421,22 +425,305 @@ static void test_fill_overtaken_by_writes_ends(void **state)
 	(void)state;
 
 	ext_params(&p, 0);
-	p.fill_window = EXT;
+	p.fill_window = 2 * EXT;   /* more than the read brings: a fill reading base */
 	p.target_max_bytes = OS;   /* no room for the whole object: the window */
 	struct env *v = env_new_vt(&p, &bm, &cm, true);
 	base_content(v, &p, model, 1);
 	assert_int_equal(env_write(v, 2 * EXT, EXT, 6), 0);
 	model_write(model, 2 * EXT, EXT, 6);
-	env_check(v, model, 8 * EXT, EXT);   /* base serves it, a fill of extent 8 behind it */
-	assert_int_equal(env_write(v, 8 * EXT, EXT, 7), 0);   /* lands while the fill reads */
-	model_write(model, 8 * EXT, EXT, 7);
+	env_check(v, model, 8 * EXT, EXT);   /* base serves it, a fill of extents 8-9 behind it */
+	assert_int_equal(env_write(v, 8 * EXT, 2 * EXT, 7), 0);   /* lands while the fill reads */
+	model_write(model, 8 * EXT, 2 * EXT, 7);
 	env_pump(v);
 	struct tier_stats s = env_stats(v);
 	assert_int_equal(s.fills, 0);
 	assert_int_equal(s.fill_failed, 0);
-	assert_int_equal(s.cached_bytes, 2 * EXT);
-	assert_int_equal(s.dirty_bytes, 2 * EXT);
+	assert_int_equal(s.cached_bytes, 3 * EXT);
+	assert_int_equal(s.dirty_bytes, 3 * EXT);
 	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/* ---- read fills: the extents a proxied read brought, cached with no base read of their own ---- */
+
+/*
+ * Extent mode, the default admission (a read on its object's second
+ * access): a read miss of an object with no copy makes a CLEAN copy of the
+ * whole extents it read, a read needing base for part of a copy adds its
+ * own extents (fill_window = one extent: the window is what it brings),
+ * with no base read beyond the read's; later reads of them are hits.
+ */
+static void test_read_miss_fills_its_extents(void **state)
+{
+	struct tier_params p;
+	uint8_t *model = calloc(1, ISZ);
+	uint64_t valid, dirty;
+	int flags;
+	(void)state;
+
+	ext_params(&p, 1);
+	p.fill_window = EXT;
+	p.target_max_bytes = OS;   /* little room: a fill copies its window, not the object */
+	struct env *v = env_new(&p);
+	base_content(v, &p, model, 2);
+	/* age base_content's writes out of the hitsets */
+	for (uint64_t i = 0; i <= p.hit_set_count; i++)
+		rotate(v);
+	/* the first access of object 0: cold, base serves it, nothing cached */
+	env_check(v, model, 3 * EXT, EXT);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.fills, 0);
+	assert_int_equal(s.cached_objects, 0);
+	/* the second: the two extents it reads become a CLEAN copy */
+	uint64_t r0 = base_reads(v), b0 = base_read_bytes(v);
+	env_check(v, model, 3 * EXT, 2 * EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(base_reads(v) - r0, 1);
+	assert_int_equal(base_read_bytes(v) - b0, 2 * EXT);
+	assert_int_equal(s.fills, 1);
+	assert_int_equal(s.fill_bytes, 2 * EXT);
+	assert_int_equal(s.promotions, 0);
+	assert_int_equal(s.cached_objects, 1);
+	assert_int_equal(s.cached_bytes, 2 * EXT);
+	assert_int_equal(s.dirty_objects, 0);
+	stored_bits(v, 0, &valid, &dirty, &flags);
+	assert_int_equal(valid, 3u << 3);
+	assert_int_equal(dirty, 0);
+	assert_int_equal(flags & TIER_META_F_DIRTY, 0);
+	/* a hit now: no base read */
+	r0 = base_reads(v);
+	env_check(v, model, 3 * EXT, 2 * EXT);
+	assert_int_equal(base_reads(v), r0);
+	assert_int_equal(env_stats(v).read_hits, s.read_hits + 1);
+	/* a partly valid copy: a read of extents 4-6 adds 5 and 6, reading just those */
+	b0 = base_read_bytes(v);
+	env_check(v, model, 4 * EXT, 3 * EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(base_read_bytes(v) - b0, 2 * EXT);
+	assert_int_equal(s.fills, 2);
+	assert_int_equal(s.fill_bytes, 4 * EXT);
+	assert_int_equal(s.cached_bytes, 4 * EXT);
+	stored_bits(v, 0, &valid, &dirty, &flags);
+	assert_int_equal(valid, 0xfu << 3);
+	assert_int_equal(dirty, 0);
+	/* object 1, twice (admitted the second time): no whole extent in it, nothing to fill */
+	env_check(v, model, OS + 9 * EXT + 100, 1000);
+	env_check(v, model, OS + 9 * EXT + 100, 1000);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.fills, 2);
+	assert_int_equal(s.cached_objects, 1);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/*
+ * The read a read fill takes its data from reads base the way a promotion
+ * would: FUA where base was written without FUA since its last sync, and no
+ * read fill at all while a base remove no barrier covers is pending.
+ */
+static void test_read_fill_reads_base_durably(void **state)
+{
+	struct tier_params p;
+	struct tier_mem_opts mo = { .powercut_model = true };
+	struct env *v = calloc(1, sizeof(*v));
+	uint8_t *model = calloc(1, ISZ);
+	struct tier_store_stats b0, b1;
+	(void)state;
+
+	assert_non_null(v);
+	v->now_ns = 1000000000ull;
+	ext_params(&p, 0);
+	v->p = p;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
+	assert_int_equal(env_engine(v), 1);
+	base_content(v, &p, model, 2);   /* proxied writes: base not synced */
+	tier_store_get_stats(v->base, &b0);
+	env_check(v, model, 3 * EXT, 2 * EXT);
+	env_pump(v);
+	tier_store_get_stats(v->base, &b1);
+	assert_int_equal(env_stats(v).fills, 1);
+	assert_int_equal(b1.ops[TIER_STORE_READ] - b0.ops[TIER_STORE_READ], 1);
+	assert_int_equal(b1.fua_ops[TIER_STORE_READ] - b0.fua_ops[TIER_STORE_READ], 1);
+	/* object 1's base object removed (an uncached trim): no barrier, so no read fill */
+	assert_int_equal(env_io(v, TIER_REQ_TRIM, OS, OS, NULL, 0), 0);
+	memset(model + OS, 0, OS);
+	env_check(v, model, OS + 3 * EXT, EXT);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.fills, 1);
+	assert_int_equal(s.cached_objects, 1);
+	/* and everything survives a cut after a FLUSH */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	env_kill_engine(v);
+	assert_int_equal(tier_store_mem_power_cut(v->base, TIER_MEM_CUT_KEEP_NONE, 1), 0);
+	assert_int_equal(tier_store_mem_power_cut(v->cache, TIER_MEM_CUT_KEEP_NONE, 1), 0);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/*
+ * Why the read of a read fill is FUA: object 2 durable in base, then a zero
+ * proxied to base (not synced) and a read fill of that extent; the power
+ * goes, base loses the zero, the cache keeps its copy.  The block must read
+ * the same before and after the copy is evicted (old or new, but it stays
+ * put: docs/DURABILITY.md).
+ */
+static void test_read_fill_vouches_only_durable_bytes(void **state)
+{
+	struct tier_params p, px;
+	struct tier_mem_opts mo = { .powercut_model = true };
+	struct env *v = calloc(1, sizeof(*v));
+	uint8_t got[EXT], after[EXT];
+	(void)state;
+
+	assert_non_null(v);
+	v->now_ns = 1000000000ull;
+	ext_params(&p, 0);
+	v->p = p;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
+	assert_int_equal(env_engine(v), 1);
+	px = p;
+	px.cache_mode = TIER_MODE_PROXY;
+	env_set_params(v, &px);
+	assert_int_equal(env_write(v, 2 * OS, OS, 11), 0);
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	assert_int_equal(env_io(v, TIER_REQ_WRITE_ZEROES, 2 * OS + 3 * EXT, EXT, NULL, 0), 0);
+	env_set_params(v, &p);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS + 3 * EXT, EXT, got, 0), 0);
+	env_pump(v);
+	assert_int_equal(env_stats(v).fills, 1);
+	env_kill_engine(v);
+	assert_int_equal(tier_store_mem_power_cut(v->base, TIER_MEM_CUT_KEEP_NONE, 1), 0);
+	assert_int_equal(tier_store_mem_power_cut(v->cache, TIER_MEM_CUT_KEEP_ALL, 1), 0);
+	assert_int_equal(env_engine(v), 1);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS + 3 * EXT, EXT, got, 0), 0);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS + 3 * EXT, EXT, after, 0), 0);
+	assert_memory_equal(got, after, EXT);
+	env_free(v);
+}
+
+static void submit(struct env *v, struct sreq *r, enum tier_req_type t, uint64_t off,
+		   uint64_t len, void *buf)
+{
+	*r = (struct sreq){ .r = { .type = t, .off = off, .len = len, .buf = buf, .cb = sreq_cb } };
+	assert_int_equal(tier_image_submit(v->img, &r->r), 0);
+}
+
+/*
+ * A client write of the extent a read fill is about to cache, sent while
+ * the read is still reading base (it saw the old bytes): the write wins,
+ * in the cache and after a crash (kill -9) and after a power cut following
+ * a FLUSH, never the stale clean extent.  No copy first (the read fill
+ * makes one; the write waits for it), then a partly valid copy (the
+ * write waits for the read, then for the fill to land).
+ */
+static void test_write_racing_read_fill_wins(void **state)
+{
+	struct tier_params p;
+	struct tier_mem_opts mo = { .powercut_model = true, .virtual_time = true };
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100 };
+	struct env *v = calloc(1, sizeof(*v));
+	uint8_t *model = calloc(1, ISZ), rb[2 * EXT], wb[EXT];
+	struct sreq r, w;
+	(void)state;
+
+	assert_non_null(v);
+	v->now_ns = 1000000000ull;
+	v->vt = true;
+	ext_params(&p, 0);
+	p.fill_window = EXT;
+	v->p = p;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	mo.model = bm;
+	assert_int_equal(tier_store_mem_create("base", &mo, v->cq, &v->base), 0);
+	mo.model = cm;
+	assert_int_equal(tier_store_mem_create("cache", &mo, v->cq, &v->cache), 0);
+	tier_store_mem_advance(v->base, v->now_ns);
+	tier_store_mem_advance(v->cache, v->now_ns);
+	assert_int_equal(env_engine(v), 1);
+	base_content(v, &p, model, 2);
+
+	for (int round = 0; round < 2; round++) {
+		uint64_t off = round == 0 ? 8 * EXT : OS + 8 * EXT;
+
+		if (round == 1) {
+			/* object 1: a partly valid copy (extent 2) */
+			assert_int_equal(env_write(v, OS + 2 * EXT, EXT, 20), 0);
+			model_write(model, OS + 2 * EXT, EXT, 20);
+		}
+		submit(v, &r, TIER_REQ_READ, off, 2 * EXT, rb);
+		fill(wb, EXT, 30 + (uint64_t)round);
+		submit(v, &w, TIER_REQ_WRITE, off, EXT, wb);
+		for (int i = 0; i < 100000 && (!r.done || !w.done); i++) {
+			size_t n = tier_cq_drain(v->cq);
+			tier_engine_tick(v->e);
+			if (!n)
+				env_vt_step(v);
+		}
+		assert_int_equal(r.done, 1);
+		assert_int_equal(w.done, 1);
+		assert_int_equal(r.result, 0);
+		assert_int_equal(w.result, 0);
+		/* the read came first: base's old bytes */
+		assert_memory_equal(rb, model + off, 2 * EXT);
+		model_write(model, off, EXT, 30 + (uint64_t)round);
+		env_pump(v);
+		env_check(v, model, 0, 2 * OS);
+	}
+	struct tier_stats s = env_stats(v);
+	assert_true(s.fills >= 1);   /* the read fills happened: the race was real */
+	/*
+	 * kill -9: what was acknowledged is there.  (A cut keeping everything:
+	 * the local store's open syncs what a killed process left, the mem
+	 * store does not.)
+	 */
+	env_kill_engine(v);
+	assert_int_equal(tier_store_mem_power_cut(v->base, TIER_MEM_CUT_KEEP_ALL, 1), 0);
+	assert_int_equal(tier_store_mem_power_cut(v->cache, TIER_MEM_CUT_KEEP_ALL, 1), 0);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, 2 * OS);
+	/* again, FLUSHed, then the power goes */
+	for (int round = 0; round < 2; round++) {
+		uint64_t off = round == 0 ? 5 * OS + 8 * EXT : 6 * OS + 8 * EXT;
+
+		if (round == 1) {
+			assert_int_equal(env_write(v, 6 * OS + 2 * EXT, EXT, 21), 0);
+			model_write(model, 6 * OS + 2 * EXT, EXT, 21);
+		}
+		submit(v, &r, TIER_REQ_READ, off, 2 * EXT, rb);
+		fill(wb, EXT, 40 + (uint64_t)round);
+		submit(v, &w, TIER_REQ_WRITE, off, EXT, wb);
+		env_pump(v);
+		assert_int_equal(r.done + w.done, 2);
+		assert_memory_equal(rb, model + off, 2 * EXT);
+		model_write(model, off, EXT, 40 + (uint64_t)round);
+	}
+	assert_int_equal(env_stats(v).fills, 2);   /* the new engine's */
+	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
+	env_kill_engine(v);
+	assert_int_equal(tier_store_mem_power_cut(v->base, TIER_MEM_CUT_RANDOM, 7), 0);
+	assert_int_equal(tier_store_mem_power_cut(v->cache, TIER_MEM_CUT_RANDOM, 7), 0);
+	assert_int_equal(env_engine(v), 1);
+	env_check(v, model, 0, 8 * OS);
 	free(model);
 	env_free(v);
 }
@@ -452,6 +739,10 @@ int main(void)
 		cmocka_unit_test(test_fill_reads_only_invalid_extents),
 		cmocka_unit_test(test_fill_window_copies_only_the_window),
 		cmocka_unit_test(test_fill_overtaken_by_writes_ends),
+		cmocka_unit_test(test_read_miss_fills_its_extents),
+		cmocka_unit_test(test_read_fill_reads_base_durably),
+		cmocka_unit_test(test_read_fill_vouches_only_durable_bytes),
+		cmocka_unit_test(test_write_racing_read_fill_wins),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

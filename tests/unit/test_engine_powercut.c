@@ -696,6 +696,20 @@ static const struct pop script_ops[] = {
 	{ P_WRITE, B(11, 9), 1, true },
 	{ P_AGENT, 0, 0, false },
 	{ P_TRIM, B(11, 0), BPO, false },    /* whole-object drop after (or waiting for) the fill */
+	/*
+	 * Extent mode: read fills (a read miss caches the extents it brought
+	 * as clean ones).  Base changed without a sync (a proxied zero), then a
+	 * read of an object with no copy: its read must be FUA, or the clean
+	 * copy vouches for bytes a cut takes back.  Then a write over a filled
+	 * extent, and a read adding extents to that copy.
+	 */
+	{ P_WRITE, B(12, 0), BPO, false },
+	{ P_FLUSH_ALL, 0, 0, false },
+	{ P_EVICT_ALL, 0, 0, false },        /* base holds object 12 durably */
+	{ P_ZERO, B(12, 3), 1, false },      /* uncached: a base zero, not synced */
+	{ P_READ, B(12, 2), 3, false },      /* a new copy of extents 2-4 */
+	{ P_WRITE, B(12, 4), 1, false },     /* over a clean filled extent */
+	{ P_READ, B(12, 1), 5, false },      /* adds extents 1, 5 */
 };
 #define SCRIPT_N (sizeof(script_ops) / sizeof(script_ops[0]))
 
