@@ -3,9 +3,12 @@
 """deploy/sim-suite.py [--goals LABEL] CSV... - the table of deploy/sim-suite.sh: tier-sim's
 CSV rows (one per policy, workload and cache) as markdown, then per policy
 the geometric means, and the issue's three goals for the column LABEL
-(default: "default").  Reads only the CSVs; decides nothing else."""
+(default: "default").  A column LABEL-wN (a fill window) is compared with
+the engine LRU column ext-lru-wN when there is one.  Reads only the CSVs;
+decides nothing else."""
 import csv
 import math
+import re
 import sys
 from collections import OrderedDict
 
@@ -64,6 +67,10 @@ def main(args):
     for p in pols:
         kind = "obj" if p.startswith("obj") else "ext" if p.startswith("ext") else "default"
         base = BASE[kind] if BASE[kind] in pols else None
+        # a column labelled ...-wN (a fill window) is compared with ext-lru-wN
+        m = re.search(r"-(w[0-9a-z]+)$", p)
+        if m and p.startswith("ext") and "ext-lru-" + m.group(1) in pols:
+            base = "ext-lru-" + m.group(1)
         oo = [f(d[p], "miss_over_opt") for d in cases.values()]
         ol = [f(d[p], "miss_over_lru") for d in cases.values()]
         above_ref = sum(1 for x in ol if x > 1.0 + 1e-9)

@@ -197,8 +197,8 @@ static void read_issue(struct tier_engine *e, struct tier__ext *x, bool from_cac
 static void read_end(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x, int err)
 {
 	o->nrun--;
-	if (x->rfill)
-		tier__rfill_read_done(e, o, x, err == 0);
+	if (x->rfill)   /* 3: base answered ENOENT, a hole: nothing to cache */
+		tier__rfill_read_done(e, o, x, err ? err : x->rfill == 3 ? -ENOENT : 0);
 	tier__ext_finish(e, x, err);
 	tier__obj_kick(e, o);
 }
@@ -233,6 +233,8 @@ static void read_cb(struct tier_store_op *op)
 		if (r == -ENOENT) {
 			memset(op->buf, 0, op->len);
 			r = 0;
+			if (x->rfill)
+				x->rfill = 3;
 		}
 	}
 	if (r < 0 && !base) {

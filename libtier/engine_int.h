@@ -105,7 +105,7 @@ struct tier__ext {
 	uint8_t tries;
 	uint8_t seen;              /* hitset access recorded */
 	uint8_t fill;              /* extent write needs a base fill */
-	uint8_t rfill;             /* read: its base data feeds a read fill (2: FUA reads) */
+	uint8_t rfill;             /* read: its base data feeds a read fill (2: FUA reads, 3: ENOENT) */
 	uint32_t pos;              /* progress in multi-op reads */
 	uint32_t s, t;             /* cache write span (extent fills) */
 	uint64_t new_version;
@@ -396,9 +396,12 @@ void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
  */
 bool tier__rfill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
 		       struct tier__ext *x);
-/* The read x that fed a read fill is done with base (ok: its data is in x->buf). */
+/*
+ * The read x that fed a read fill is done: result 0, its data is in x->buf;
+ * -ENOENT, base holds no object (a hole: nothing is cached); else it failed.
+ */
 void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
-			   bool ok);
+			   int result);
 
 /* flush.c */
 int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);

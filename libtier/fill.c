@@ -586,7 +586,7 @@ static void rfill_create(struct tier__job *j)
 }
 
 void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
-			   bool ok)
+			   int result)
 {
 	uint64_t es = e->p.extent_size;
 	struct tier__job *j = e->fills;
@@ -596,8 +596,13 @@ void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct ti
 		j = j->fnext;
 	if (!j)
 		return;
-	if (!ok) {
-		fill_end(j, false);   /* the caller runs o's queue */
+	if (result == -ENOENT) {
+		/* no base object: caching its zeros would turn a hole into data */
+		fill_end(j, true);   /* the caller runs o's queue */
+		return;
+	}
+	if (result < 0) {
+		fill_end(j, false);
 		return;
 	}
 	for (uint64_t i = 0; i < e->nbits; i++)

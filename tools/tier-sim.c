@@ -80,6 +80,7 @@ struct slot {
 };
 
 struct sim {
+	uint64_t t0;                          /* virtual time of the first request (SIM_T0_NS or later) */
 	const struct sim_cfg *cfg;
 	uint64_t now;
 	struct tier_cq *cq;
@@ -239,7 +240,7 @@ static uint64_t arrival(const struct sim *s, uint64_t i)
 {
 	if (!trace_mode(s) || s->cfg->no_stall)
 		return 0;
-	return SIM_T0_NS + s->cfg->trace.recs[i].time_us * 1000u;
+	return s->t0 + s->cfg->trace.recs[i].time_us * 1000u;
 }
 
 /* The reference sequence gets one access per object the request touches, as the engine counts. */
@@ -309,7 +310,7 @@ static void take_warm_snapshot(struct sim *s)
 
 static bool out_of_time(const struct sim *s)
 {
-	return s->cfg->seconds && s->now - SIM_T0_NS >= s->cfg->seconds * 1000000000ull;
+	return s->cfg->seconds && s->now - s->t0 >= s->cfg->seconds * 1000000000ull;
 }
 
 static void fill_slots(struct sim *s)
@@ -503,6 +504,58 @@ static void make_stores(struct sim *s)
 		die("stores: %s", strerror(-ret));
 }
 
+/*
+ * The base pool holds the image: every object of it exists (no bytes are
+ * kept: no_data), as a written RBD image's would.  A read of a block the
+ * workload never wrote is then a read of data in base, not of a hole (whose
+ * zeros a read fill does not cache).  Laid out before the engine starts,
+ * in virtual time before the first request (at SIM_T0_NS, or once the
+ * layout is done for a large image): the counted run never sees it.
+ */
+#define SIM_PREFIX "rbd_data.sim"
+
+static void base_cb(struct tier_store_op *op)
+{
+	(*(size_t *)op->priv)--;
+}
+
+static void populate_base(struct sim *s)
+{
+	uint64_t os = s->params.object_size, n = (s->cfg->size + os - 1) / os;
+	struct tier_store_op *ops = calloc(n ? n : 1, sizeof(*ops));
+	static char byte;
+	size_t left = n;
+
+	if (!ops)
+		die("out of memory");
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t len = s->cfg->size - i * os < os ? s->cfg->size - i * os : os;
+
+		ops[i].opcode = TIER_STORE_WRITE;
+		snprintf(ops[i].oid, sizeof(ops[i].oid), "%s.%016llx", SIM_PREFIX,
+			 (unsigned long long)i);
+		ops[i].off = len - 1;
+		ops[i].len = 1;
+		ops[i].buf = &byte;
+		ops[i].cb = base_cb;
+		ops[i].priv = &left;
+		if (tier_store_submit(s->base, &ops[i]) < 0)
+			die("base layout: submit failed");
+	}
+	while (left) {
+		uint64_t t = tier_store_mem_next_due(s->base);
+
+		if (t == UINT64_MAX && !tier_cq_drain(s->cq))
+			die("base layout: %zu writes lost", left);
+		if (t != UINT64_MAX)
+			advance_to(s, t);
+	}
+	for (uint64_t i = 0; i < n; i++)
+		if (ops[i].result < 0)
+			die("base layout: %s", strerror(-ops[i].result));
+	free(ops);
+}
+
 static void open_engine(struct sim *s)
 {
 	struct tier_engine_opts eo = {
@@ -510,7 +563,7 @@ static void open_engine(struct sim *s)
 		.log = sim_log, .log_arg = s, .clock = sim_clock, .clock_arg = s,
 	};
 	struct tier_image_opts io = {
-		.name = "sim", .object_prefix = "rbd_data.sim", .size = s->cfg->size,
+		.name = "sim", .object_prefix = SIM_PREFIX, .size = s->cfg->size,
 	};
 	int ret;
 
@@ -574,8 +627,10 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 	}
 	alloc_sim(&s, maxlen);
 	make_stores(&s);
+	populate_base(&s);
 	open_engine(&s);
-	s.now = SIM_T0_NS;
+	s.t0 = s.now > SIM_T0_NS ? s.now : SIM_T0_NS;
+	s.now = s.t0;
 	advance_to(&s, s.now);
 	run_loop(&s);
 	if (!s.warm_taken)

@@ -377,8 +377,15 @@ static void test_throttle_spares_extent_admissions(void **state)
 	/*
 	 * A read miss is a read fill of the whole extents it brought from base:
 	 * no base read of its own, so no throttle either (whole-object
-	 * promotions of object mode are throttled: test_throttle_*).
+	 * promotions of object mode are throttled: test_throttle_*).  Base
+	 * holds objects 10-12 (written in proxy mode).
 	 */
+	struct tier_params px = p;
+	px.cache_mode = TIER_MODE_PROXY;
+	env_set_params(v, &px);
+	for (int i = 10; i < 13; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 8192, 2), 0);
+	env_set_params(v, &p);
 	uint8_t b[4096];
 	for (int i = 10; i < 13; i++)
 		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 4096, b, 0), 0);

@@ -510,6 +510,14 @@ static void test_read_miss_fills_its_extents(void **state)
 	stored_bits(v, 0, &valid, &dirty, &flags);
 	assert_int_equal(valid, 0xfu << 3);
 	assert_int_equal(dirty, 0);
+	/* object 40, which base does not hold: a hole, its zeros are not cached */
+	env_check(v, model, 40 * OS, 2 * EXT);
+	env_check(v, model, 40 * OS, 2 * EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.fills, 2);
+	assert_int_equal(s.fill_failed, 0);
+	assert_int_equal(s.cached_objects, 1);
 	/* object 1, twice (admitted the second time): no whole extent in it, nothing to fill */
 	env_check(v, model, OS + 9 * EXT + 100, 1000);
 	env_check(v, model, OS + 9 * EXT + 100, 1000);
@@ -701,7 +709,13 @@ static void test_write_racing_read_fill_wins(void **state)
 	assert_int_equal(tier_store_mem_power_cut(v->cache, TIER_MEM_CUT_KEEP_ALL, 1), 0);
 	assert_int_equal(env_engine(v), 1);
 	env_check(v, model, 0, 2 * OS);
-	/* again, FLUSHed, then the power goes */
+	/* again, FLUSHed, then the power goes (base holds objects 5 and 6) */
+	struct tier_params px = p;
+	px.cache_mode = TIER_MODE_PROXY;
+	env_set_params(v, &px);
+	assert_int_equal(env_write(v, 5 * OS, 2 * OS, 12), 0);
+	model_write(model, 5 * OS, 2 * OS, 12);
+	env_set_params(v, &p);
 	for (int round = 0; round < 2; round++) {
 		uint64_t off = round == 0 ? 5 * OS + 8 * EXT : 6 * OS + 8 * EXT;
 
