@@ -267,7 +267,7 @@ static void record_access(struct tier_engine *e, struct tier__obj *o, struct tie
 	if (e->p.admission == TIER_ADMIT_TINYLFU)
 		tier__sketch_add(e->sk, o->key);
 	if (o->state != TIER__ABSENT)
-		e->pol->ops->access(e->pol, o->key, tier__eng_now_ms(e));
+		tier__obj_policy_access(e, o);
 }
 
 static bool range_all_valid(const struct tier_engine *e, const struct tier__obj *o,
@@ -310,7 +310,7 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 	h->img = img;
 	h->obj = o;
 	h->type = TIER_REQ_CACHE;
-	tier__resv_take(e, h, o->len, true);
+	tier__resv_take(e, h, tier__obj_len(e, o), true);
 	o->flags |= TIER__OF_PQUEUED;
 	e->exts_inflight++;
 	q_push_tail(o, h);
@@ -331,18 +331,18 @@ static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 	uint64_t s, t;
 	double room = e->p.cache_target_full_ratio - tier__full_ratio(e);
 
-	if (w && w < o->len && e->p.target_max_bytes &&
-	    (double)tier__fill_bytes(e, o, 0, o->len, NULL) < room * (double)e->p.target_max_bytes)
+	if (w && w < tier__obj_len(e, o) && e->p.target_max_bytes &&
+	    (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL) < room * (double)e->p.target_max_bytes)
 		w = 0;
-	if (!w || w >= o->len) {
+	if (!w || w >= tier__obj_len(e, o)) {
 		*off = 0;
-		*len = o->len;
+		*len = tier__obj_len(e, o);
 		return;
 	}
 	s = x->off / w * w;
 	t = ((uint64_t)x->off + x->len + w - 1) / w * w;
 	*off = (uint32_t)s;
-	*len = (uint32_t)((t < o->len ? t : o->len) - s);
+	*len = (uint32_t)((t < tier__obj_len(e, o) ? t : tier__obj_len(e, o)) - s);
 }
 
 /*
@@ -487,7 +487,7 @@ static void proxy_cb(struct tier_store_op *op)
 
 static void start_proxy_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
-	bool whole = x->off == 0 && x->len == o->len;
+	bool whole = x->off == 0 && x->len == tier__obj_len(e, o);
 
 	o->nrun++;
 	if (x->type == TIER_REQ_WRITE) {
@@ -585,7 +585,7 @@ static uint64_t new_extent_bytes(const struct tier_engine *e, const struct tier_
 	uint64_t es = e->p.extent_size, b = 0;
 
 	for (uint64_t i = fe; i <= le; i++) {
-		uint64_t end = (i + 1) * es < o->len ? (i + 1) * es : o->len;
+		uint64_t end = (i + 1) * es < tier__obj_len(e, o) ? (i + 1) * es : tier__obj_len(e, o);
 		if (!tier__bit(tier__obj_bits(o), i) && i * es < end)
 			b += end - i * es;
 	}
@@ -606,7 +606,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 	if (tier__obj_bits(o)) {
 		uint64_t fe = x->off / es, le = ((uint64_t)x->off + x->len - 1) / es;
 		bool ff = (x->off % es) && !tier__bit(tier__obj_bits(o), fe);
-		bool fl = (x->t % es) && x->t < o->len && !tier__bit(tier__obj_bits(o), le);
+		bool fl = (x->t % es) && x->t < tier__obj_len(e, o) && !tier__bit(tier__obj_bits(o), le);
 
 		/* new extents count against the target until the write lands */
 		tier__resv_take(e, x, new_extent_bytes(e, o, fe, le), o->state == TIER__ABSENT);
@@ -618,7 +618,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 		if (ff)
 			x->s = (uint32_t)(fe * es);
 		if (fl)
-			x->t = (uint32_t)((le + 1) * es < o->len ? (le + 1) * es : o->len);
+			x->t = (uint32_t)((le + 1) * es < tier__obj_len(e, o) ? (le + 1) * es : tier__obj_len(e, o));
 		if (ff || fl) {
 			x->bounce = calloc(1, x->t - x->s);
 			if (!x->bounce) {
@@ -695,7 +695,7 @@ static void cw_cb(struct tier_store_op *op)
 		goto out;
 	}
 	o->version = x->new_version;
-	o->mtime_ms = tier__eng_now_ms(e);
+	tier__obj_touch(e, o);
 	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK);
 	tier__obj_set_state(e, o, TIER__DIRTY, tier__obj_bits(o) ? x->nbits : NULL,
 			    tier__obj_bits(o) ? x->nbits + e->nwords : NULL);
@@ -817,7 +817,7 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 
 	memset(s, 0, sizeof(*s));
 	s->type = x->type;
-	s->whole = x->off == 0 && x->len == o->len;
+	s->whole = x->off == 0 && x->len == tier__obj_len(e, o);
 	s->nocache = x->nocache;
 	s->tries = x->tries;
 	s->state = o->state;
@@ -909,7 +909,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	d = tier__decide(&e->p, &s);
 	/* promote.c's throttle guards base: an extent-mode admission copies nothing */
 	if (d.admitted &&
-	    !tier__promote_tokens(e, x->img, d.route == TIER__R_CACHE_WRITE ? 0 : o->len)) {
+	    !tier__promote_tokens(e, x->img, d.route == TIER__R_CACHE_WRITE ? 0 : tier__obj_len(e, o))) {
 		d.route = TIER__R_PROXY;
 		d.why = "miss admitted, promotion throttled";
 	}

@@ -329,11 +329,14 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 				  hitset_capacity(&e->p), tier__eng_now_ms(e), &e->hs);
 	if (rc < 0)
 		goto out;
-	rc = tier__policy_create(e->p.evict_policy, e->hs, &e->p, tier__policy_capacity(e), &e->pol);
+	rc = tier__policy_create(e->p.evict_policy, tier__map_policy_host(e), e->hs, &e->p,
+				 tier__policy_capacity(e), &e->pol);
 	if (rc < 0)
 		goto out;
-	rc = tier__sketch_create(hitset_capacity(&e->p), &e->sk);
-	if (rc < 0)
+	/* the sketch only counts under tinylfu: made when that admission is first set */
+	e->sk_objects = hitset_capacity(&e->p);
+	if (e->p.admission == TIER_ADMIT_TINYLFU &&
+	    (rc = tier__sketch_create(e->sk_objects, &e->sk)) < 0)
 		goto out;
 	e->tb_last_ns = tier__eng_now_ns(e);
 	e->tb_bytes = (double)(e->p.promote_max_bytes_sec > e->p.object_size ?
@@ -373,7 +376,7 @@ static void reinsert(struct tier_engine *e, struct tier__obj *o, void *arg)
 {
 	(void)arg;
 	if (o->state != TIER__ABSENT)
-		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+		e->pol->ops->insert(e->pol, o->key, tier__obj_handle(e, o), o->mtime_ms);
 }
 
 void tier_engine_set_debug(struct tier_engine *e, bool on)
@@ -390,8 +393,12 @@ int tier_engine_set_params(struct tier_engine *e, const struct tier_params *p)
 	if (check_params(p, &nbits) < 0 || p->object_size != e->p.object_size ||
 	    p->extent_size != e->p.extent_size)
 		return -EINVAL;
+	if (p->admission == TIER_ADMIT_TINYLFU && !e->sk &&
+	    (rc = tier__sketch_create(e->sk_objects, &e->sk)) < 0)
+		return rc;
 	if (p->evict_policy != e->p.evict_policy) {
-		rc = tier__policy_create(p->evict_policy, e->hs, &e->p, tier__policy_capacity(e), &np);
+		rc = tier__policy_create(p->evict_policy, tier__map_policy_host(e), e->hs, &e->p,
+					 tier__policy_capacity(e), &np);
 		if (rc < 0)
 			return rc;
 	}
@@ -506,19 +513,29 @@ int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info
 	return tier__hitsets_info(e->hs, out, max);
 }
 
+/* The policy's nodes and ghosts, and the admission sketch (tinylfu only). */
+static size_t policy_bytes(const struct tier_engine *e)
+{
+	return tier__policy_bytes(e->pol) + (e->sk ? tier__sketch_bytes(e->sk) : 0);
+}
+
 size_t tier_engine_policy_bytes_per_object(const struct tier_engine *e)
 {
-	size_t b = tier__policy_bytes(e->pol) + tier__sketch_bytes(e->sk);
+	size_t b = policy_bytes(e);
 
 	return e->n_cached ? b / e->n_cached : b;
 }
 
+/*
+ * All of it over the cached objects: the slab's chunks as allocated
+ * (entries with their bitmaps, free ones included), the bucket heads, the
+ * policy's nodes and ghosts, the sketch.
+ */
 size_t tier_engine_bytes_per_object(const struct tier_engine *e)
 {
 	size_t table = (e->ht_mask + 1) * sizeof(*e->ht);
 
-	/* the slab's chunks as allocated, and the bucket heads (2 entries a bucket at most) */
-	if (!e->n_objs)
+	if (!e->n_cached)
 		return e->obj_size + sizeof(*e->ht);
-	return (size_t)((e->obj_mem + table) / e->n_objs);
+	return (size_t)((e->obj_mem + table + policy_bytes(e)) / e->n_cached);
 }

@@ -46,6 +46,7 @@ enum {
 	TIER__OF_FILLING   = 1u << 12, /* a fill job runs (fill.c) */
 	TIER__OF_FILL_READY = 1u << 13, /* its base data is in: it lands once the object is quiet */
 	TIER__OF_BITS      = 1u << 14, /* the bitmaps behind the entry hold its extents */
+	TIER__OF_SHORT     = 1u << 15, /* the image's last object, cut short (tier__obj_len) */
 };
 
 /* The internal piece type of a fill hint (after the public enum tier_req_type). */
@@ -65,18 +66,21 @@ struct tier__elog {
 };
 
 /*
- * One object of the map: 48 bytes, in the engine's slab (objmap.c) with its
- * bitmaps right behind it in extent mode (2 x nwords words: 64 bytes an
+ * One object of the map: 40 bytes, in the engine's slab (objmap.c) with its
+ * bitmaps right behind it in extent mode (2 x nwords words: 16 bytes an
  * object at up to 64 extents), chained by 32-bit slab indices.  Entries
- * never move, so pointers to them stay valid until tier__obj_release.
+ * never move, so pointers to them stay valid until tier__obj_release.  Its
+ * length in the image is the object size but for a short last object
+ * (TIER__OF_SHORT, tier__obj_len); the eviction policy's node lives in the
+ * policy, by the entry's slab index (tier__obj_handle).
  */
 struct tier__obj {
 	uint64_t key;
 	uint64_t version;        /* last version the store acknowledged */
-	uint64_t mtime_ms;       /* last write (or promotion) */
 	struct tier__ext *qhead; /* ops waiting, arrival order */
+	uint32_t mtime_ms;       /* last write (or promotion): the engine's ms clock, low 32
+				    bits (tier__obj_age_ms: exact up to 49 days) */
 	uint32_t hnext;          /* hash chain: slab index + 1 of the next entry, 0: none */
-	uint32_t len;            /* bytes of the object inside the image */
 	uint16_t flags;
 	uint16_t nrun;           /* shared ops running (reads, proxied writes) */
 	uint16_t nproxy;         /* of them: writes of extents the cache lacks (over target) */
@@ -213,7 +217,9 @@ struct tier_engine {
 	size_t n_hot, cap_hot;
 	struct tier__hitsets *hs;
 	struct tier__policy *pol;
-	struct tier__sketch *sk;        /* admission = tinylfu: access frequencies */
+	struct tier__policy_host pol_host;   /* the object map, for the policy (objmap.c) */
+	struct tier__sketch *sk;        /* admission = tinylfu: access frequencies (NULL before) */
+	uint64_t sk_objects;            /* the sketch's width in objects (fixed at create) */
 	struct tier_stats st;
 
 	double tb_bytes, tb_objs;       /* promotion token buckets */
@@ -273,6 +279,25 @@ struct tier_engine {
 /* engine.c */
 uint64_t tier__eng_now_ns(const struct tier_engine *e);
 static inline uint64_t tier__eng_now_ms(const struct tier_engine *e) { return tier__eng_now_ns(e) / 1000000; }
+
+/* Bytes of o inside its image: the object size, or the image's short tail. */
+uint32_t tier__obj_short_len(const struct tier_engine *e, const struct tier__obj *o);
+static inline uint32_t tier__obj_len(const struct tier_engine *e, const struct tier__obj *o)
+{
+	return (o->flags & TIER__OF_SHORT) ? tier__obj_short_len(e, o) : (uint32_t)e->p.object_size;
+}
+
+/* o was written (or promoted) now. */
+static inline void tier__obj_touch(const struct tier_engine *e, struct tier__obj *o)
+{
+	o->mtime_ms = (uint32_t)tier__eng_now_ms(e);
+}
+
+/* Milliseconds since o was written (or promoted), modulo 2^32 ms (49.7 days). */
+static inline uint64_t tier__obj_age_ms(uint64_t now_ms, const struct tier__obj *o)
+{
+	return (uint32_t)((uint32_t)now_ms - o->mtime_ms);
+}
 void tier__log(const struct tier_engine *e, enum tier_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* DEBUG messages are formatted only when asked for (tier_engine_set_debug). */
@@ -310,6 +335,11 @@ uint64_t tier__policy_capacity(const struct tier_engine *e);
 int tier__map_init(struct tier_engine *e);
 void tier__map_fini(struct tier_engine *e);
 struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key);
+/* The policy's handle of o (its slab index) and the host that names handles' keys. */
+uint32_t tier__obj_handle(const struct tier_engine *e, const struct tier__obj *o);
+const struct tier__policy_host *tier__map_policy_host(struct tier_engine *e);
+/* A read/write hit on the cached o, for the eviction policy. */
+void tier__obj_policy_access(struct tier_engine *e, struct tier__obj *o);
 struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, uint64_t objno);
 void tier__obj_release(struct tier_engine *e, struct tier__obj *o);
 int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o);

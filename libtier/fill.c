@@ -45,7 +45,7 @@ static uint64_t ext_end(const struct tier_engine *e, const struct tier__obj *o, 
 {
 	uint64_t end = (i + 1) * e->p.extent_size;
 
-	return end < o->len ? end : o->len;
+	return end < tier__obj_len(e, o) ? end : tier__obj_len(e, o);
 }
 
 /*
@@ -61,7 +61,7 @@ static size_t read_runs(const struct tier_engine *e, const struct tier__obj *o,
 
 	*bytes = 0;
 	for (uint64_t i = 0; i <= e->nbits; i++) {
-		bool in = i < e->nbits && i * es < o->len &&
+		bool in = i < e->nbits && i * es < tier__obj_len(e, o) &&
 			  (want ? tier__bit(want, i) : !tier__bit(tier__obj_bits(o), i));
 
 		if (in && t && i * es - t <= FILL_READ_GAP) {
@@ -98,8 +98,8 @@ static uint64_t window_lacks(const struct tier_engine *e, const struct tier__obj
 	*read = 0;
 	if (!tier__obj_bits(o) || !len)
 		return 0;
-	if (end > o->len)
-		end = o->len;
+	if (end > tier__obj_len(e, o))
+		end = tier__obj_len(e, o);
 	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++) {
 		if (tier__bit(tier__obj_bits(o), i))
 			continue;

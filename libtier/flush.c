@@ -129,7 +129,7 @@ static size_t read_runs(const struct tier__job *j, struct tier_store_op *ops)
 
 	for (uint64_t i = 0; i <= e->nbits; i++) {
 		bool d = i < e->nbits && tier__bit(j->snap, i);
-		uint64_t a = i * es, b = (i + 1) * es < o->len ? (i + 1) * es : o->len;
+		uint64_t a = i * es, b = (i + 1) * es < tier__obj_len(e, o) ? (i + 1) * es : tier__obj_len(e, o);
 
 		if (d && t && a - t <= FLUSH_READ_GAP) {
 			t = b;             /* extend the current read */
@@ -156,7 +156,7 @@ static void flush_read(struct tier__job *j)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 	size_t n = 1;
-	bool reads = o->len != 0;
+	bool reads = tier__obj_len(e, o) != 0;
 
 	j->version = o->version;
 	if (tier__obj_bits(o)) {
@@ -182,7 +182,7 @@ static void flush_read(struct tier__job *j)
 		read_runs(j, j->ops);
 	} else {
 		j->ops[0].off = 0;
-		j->ops[0].len = o->len;
+		j->ops[0].len = tier__obj_len(e, o);
 	}
 	j->nops = n;
 	j->npending = n;
@@ -210,7 +210,7 @@ static int flush_plan(struct tier__job *j)
 			return -ENOMEM;
 		job_op(j, &j->ops[0], TIER_STORE_WRITE);
 		j->ops[0].off = 0;
-		j->ops[0].len = o->len;
+		j->ops[0].len = tier__obj_len(e, o);
 		j->ops[0].buf = j->buf;
 		j->nops = 1;
 		return 0;
@@ -231,7 +231,7 @@ static int flush_plan(struct tier__job *j)
 		s = i;
 		while (i + 1 < e->nbits && tier__bit(plan, i + 1))
 			i++;
-		t = (i + 1) * es < o->len ? (i + 1) * es : o->len;
+		t = (i + 1) * es < tier__obj_len(e, o) ? (i + 1) * es : tier__obj_len(e, o);
 		if (s * es >= t)
 			continue;
 		job_op(j, &j->ops[j->nops], TIER_STORE_WRITE);

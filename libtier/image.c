@@ -144,7 +144,7 @@ static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t versio
 		}
 	}
 	o->version = version ? version : m.version;
-	o->mtime_ms = tier__eng_now_ms(e);
+	tier__obj_touch(e, o);
 	tier__obj_set_state(e, o, (m.flags & TIER_META_F_DIRTY) ? TIER__DIRTY : TIER__CLEAN,
 			    tier__obj_bits(o) ? valid : NULL, tier__obj_bits(o) ? dirty : NULL);
 	return 0;

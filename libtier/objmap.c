@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libtier/objmap.c - the object map: a chained hash table (32-bit slab
- * indices) from object key to a 48-byte entry (state, version, mtime,
+ * indices) from object key to a 40-byte entry (state, version, mtime,
  * queue) with its bitmaps behind it, in a slab of fixed-size entries that
  * never move and are recycled through a free list, plus the
  * cached/dirty byte accounting the agent steers by.  It decides when an
@@ -16,7 +16,7 @@
 #include "libtier/engine_int.h"
 #include "libtier/hash.h"
 
-_Static_assert(sizeof(struct tier__obj) == 48, "object map entry: 48 bytes");
+_Static_assert(sizeof(struct tier__obj) == 40, "object map entry: 40 bytes");
 _Static_assert(sizeof(struct tier__obj) % 8 == 0, "the bitmaps behind an entry stay aligned");
 
 #define GROW_LOAD 2   /* entries per bucket before the table doubles */
@@ -88,6 +88,40 @@ struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key)
 	return NULL;
 }
 
+uint32_t tier__obj_short_len(const struct tier_engine *e, const struct tier__obj *o)
+{
+	const struct tier_image *img = tier__image_by_id(e, TIER__KEY_ID(o->key));
+
+	/* images live as long as the engine (a closed one keeps its id) */
+	return img ? (uint32_t)(img->size % e->p.object_size) : (uint32_t)e->p.object_size;
+}
+
+uint32_t tier__obj_handle(const struct tier_engine *e, const struct tier__obj *o)
+{
+	uint32_t idx = e->ht[tier__mix64(o->key) & e->ht_mask];
+
+	while (slot(e, idx) != o)
+		idx = slot(e, idx)->hnext;
+	return idx - 1;
+}
+
+static uint64_t map_key_of(const void *ctx, uint32_t h)
+{
+	return slot(ctx, h + 1)->key;
+}
+
+const struct tier__policy_host *tier__map_policy_host(struct tier_engine *e)
+{
+	e->pol_host.key_of = map_key_of;
+	e->pol_host.ctx = e;
+	return &e->pol_host;
+}
+
+void tier__obj_policy_access(struct tier_engine *e, struct tier__obj *o)
+{
+	e->pol->ops->access(e->pol, o->key, tier__obj_handle(e, o), tier__eng_now_ms(e));
+}
+
 /* A free entry's index + 1 (a new chunk when none is free), 0 if out of memory. */
 static uint32_t slab_take(struct tier_engine *e)
 {
@@ -136,9 +170,7 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 	memset(o, 0, sizeof(*o));
 	o->key = key;
 	if (objno == img->nobjs - 1 && img->size % e->p.object_size)
-		o->len = (uint32_t)(img->size % e->p.object_size);
-	else
-		o->len = (uint32_t)e->p.object_size;
+		o->flags |= TIER__OF_SHORT;
 	b = tier__mix64(key) & e->ht_mask;
 	o->hnext = e->ht[b];
 	e->ht[b] = idx;
@@ -211,16 +243,16 @@ size_t tier__popcount(const uint64_t *w, size_t nwords)
 }
 
 /*
- * Bytes of o's extents set in w: whole extents below o->len, plus the part of
- * a last extent o->len cuts.  A popcount per word: this runs four times per
+ * Bytes of o's extents set in w: whole extents below its length, plus the part
+ * of a last extent the length cuts.  A popcount per word: this runs four times per
  * state change, i.e. per cache write (a loop per set bit cost a quarter of a
  * write's CPU with 1024 extents).
  */
 static uint64_t bits_bytes(const struct tier_engine *e, const struct tier__obj *o,
 			   const uint64_t *w)
 {
-	uint64_t es = e->p.extent_size, n = 0, tail = o->len % es;
-	size_t nfull = (size_t)(o->len / es), i;
+	uint64_t es = e->p.extent_size, n = 0, len = tier__obj_len(e, o), tail = len % es;
+	size_t nfull = (size_t)(len / es), i;
 
 	for (i = 0; i < nfull / 64; i++)
 		n += (uint64_t)__builtin_popcountll(w[i]);
@@ -236,14 +268,14 @@ uint64_t tier__obj_cached_bytes(const struct tier_engine *e, const struct tier__
 {
 	if (o->state == TIER__ABSENT)
 		return 0;
-	return tier__obj_bits(o) ? bits_bytes(e, o, tier__obj_bits(o)) : o->len;
+	return tier__obj_bits(o) ? bits_bytes(e, o, tier__obj_bits(o)) : tier__obj_len(e, o);
 }
 
 uint64_t tier__obj_dirty_bytes(const struct tier_engine *e, const struct tier__obj *o)
 {
 	if (o->state != TIER__DIRTY)
 		return 0;
-	return tier__obj_bits(o) ? bits_bytes(e, o, tier__obj_bits(o) + e->nwords) : o->len;
+	return tier__obj_bits(o) ? bits_bytes(e, o, tier__obj_bits(o) + e->nwords) : tier__obj_len(e, o);
 }
 
 static void img_acct(struct tier_engine *e, const struct tier__obj *o, int d)
@@ -305,9 +337,9 @@ void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t sta
 	if (!e->pol)
 		return;   /* engine teardown */
 	if (old == TIER__ABSENT && state != TIER__ABSENT)
-		e->pol->ops->insert(e->pol, o->key, o->mtime_ms);
+		e->pol->ops->insert(e->pol, o->key, tier__obj_handle(e, o), o->mtime_ms);
 	else if (old != TIER__ABSENT && state == TIER__ABSENT)
-		e->pol->ops->remove(e->pol, o->key);
+		e->pol->ops->remove(e->pol, o->key, tier__obj_handle(e, o));
 }
 
 /*

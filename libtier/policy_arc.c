@@ -14,6 +14,12 @@
  * admit its miss as if recency said so (dispatch.c asks once per piece).
  * coldest() only names victims; a key leaves the cache through remove()
  * (and becomes a ghost).  Never touches the store.
+ *
+ * Storage: T1 and T2 are lists of handles (two 32-bit links and a 2-bit
+ * list tag per handle: 8.25 bytes a cached object, in chunks that follow the
+ * object map's slab); B1 and B2 are keyed pools of 16-byte nodes (key and
+ * links) with their open-addressing indices, at most c ghosts in all while
+ * the cache is at c, their bytes counted in bytes().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,15 +28,14 @@
 #include "libtier/policy_pool.h"
 
 enum arc_list { ARC_T1 = 0, ARC_T2, ARC_B1, ARC_B2 };
-
-struct arc_node {
-	struct tier__knode n;
-	uint8_t list;
-};
+#define ARC_NONE 3u      /* the tag of a handle in neither T1 nor T2 */
+#define ARC_TAG_BITS 2u
 
 struct arc_policy {
 	struct tier__policy base;
-	struct tier__kpool pool;
+	struct tier__hpool links;    /* T1 and T2: struct tier__hlinks by handle */
+	struct tier__hpool tag;      /* a handle's list, 2 bits: ARC_T1, ARC_T2 or ARC_NONE */
+	struct tier__kpool ghost[2]; /* B1 and B2: struct tier__knode by key */
 	struct tier__klist l[4];     /* head = most recent */
 	uint64_t p;                  /* target size of T1, in objects */
 	uint64_t c;                  /* the most objects cached at once: ARC's c */
@@ -41,16 +46,24 @@ static struct arc_policy *arc_of(struct tier__policy *p)
 	return (struct arc_policy *)p;
 }
 
-static struct arc_node *arc_node(const struct arc_policy *a, uint32_t idx)
+static unsigned tag_of(const struct arc_policy *a, uint32_t h)
 {
-	return (struct arc_node *)(void *)tier__kpool_node(&a->pool, idx);
+	return tier__htag_get(&a->tag, ARC_TAG_BITS, h);
+}
+
+static void set_tag(struct arc_policy *a, uint32_t h, unsigned t)
+{
+	tier__htag_set(&a->tag, ARC_TAG_BITS, h, t);
 }
 
 static void arc_destroy(struct tier__policy *p)
 {
 	struct arc_policy *a = arc_of(p);
 
-	tier__kpool_fini(&a->pool);
+	tier__hpool_fini(&a->links);
+	tier__hpool_fini(&a->tag);
+	tier__kpool_fini(&a->ghost[0]);
+	tier__kpool_fini(&a->ghost[1]);
 	free(a);
 }
 
@@ -64,21 +77,21 @@ static uint64_t arc_c(struct arc_policy *a)
 	return a->c ? a->c : 1;
 }
 
-static void move_to(struct arc_policy *a, uint32_t idx, enum arc_list to)
+/* A cached handle to the head of T2. */
+static void to_t2(struct arc_policy *a, uint32_t h)
 {
-	struct arc_node *n = arc_node(a, idx);
-
-	tier__klist_unlink(&a->pool, &a->l[n->list], idx);
-	n->list = (uint8_t)to;
-	tier__klist_push_head(&a->pool, &a->l[to], idx);
+	tier__hlist_unlink(&a->links, &a->l[tag_of(a, h)], h);
+	set_tag(a, h, ARC_T2);
+	tier__hlist_push_head(&a->links, &a->l[ARC_T2], h);
 }
 
 static void drop_tail(struct arc_policy *a, enum arc_list which)
 {
+	struct tier__kpool *g = &a->ghost[which - ARC_B1];
 	uint32_t t = a->l[which].tail;
 
-	tier__klist_unlink(&a->pool, &a->l[which], t);
-	tier__kpool_del(&a->pool, t);
+	tier__klist_unlink(g, &a->l[which], t);
+	tier__kpool_del(g, t);
 }
 
 static void trim_ghosts(struct arc_policy *a)
@@ -98,62 +111,90 @@ static void trim_ghosts(struct arc_policy *a)
 		a->p = c;
 }
 
-static void arc_insert(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static bool cached(const struct arc_policy *a, uint32_t h)
+{
+	return tag_of(a, h) != ARC_NONE;
+}
+
+/* The ghost list key is in (ARC_B1, ARC_B2) with its node, or NO_GHOST. */
+#define NO_GHOST (-1)
+static int ghost_of(const struct arc_policy *a, uint64_t key, uint32_t *idx)
+{
+	if ((*idx = tier__kpool_find(&a->ghost[0], key)) != TIER__KNIL)
+		return ARC_B1;
+	if ((*idx = tier__kpool_find(&a->ghost[1], key)) != TIER__KNIL)
+		return ARC_B2;
+	return NO_GHOST;
+}
+
+static int reserve(struct arc_policy *a, uint32_t h)
+{
+	return tier__hpool_reserve(&a->links, h) < 0 ||
+	       tier__htag_reserve(&a->tag, ARC_TAG_BITS, h) < 0 ?
+	       -ENOMEM : 0;
+}
+
+static void arc_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
 	struct arc_policy *a = arc_of(p);
-	uint32_t idx = tier__kpool_find(&a->pool, key);
 	uint64_t b1, b2, d;
+	uint32_t gi;
+	int g;
 
 	(void)now_ms;
-	if (idx == TIER__KNIL) {
-		if (tier__kpool_add(&a->pool, key, &idx) < 0)
-			return;   /* out of memory: the key stays untracked */
-		arc_node(a, idx)->list = ARC_T1;
-		tier__klist_push_head(&a->pool, &a->l[ARC_T1], idx);
+	if (cached(a, h))
+		return;   /* already cached: inserting again changes nothing */
+	g = ghost_of(a, key, &gi);
+	if (reserve(a, h) < 0)
+		return;   /* out of memory: the key stays untracked */
+	if (g == NO_GHOST) {
+		set_tag(a, h, ARC_T1);
+		tier__hlist_push_head(&a->links, &a->l[ARC_T1], h);
 		trim_ghosts(a);
 		return;
 	}
 	b1 = a->l[ARC_B1].count;
 	b2 = a->l[ARC_B2].count;
-	switch (arc_node(a, idx)->list) {
-	case ARC_B1:
+	if (g == ARC_B1) {
 		d = b1 && b2 > b1 ? b2 / b1 : 1;
 		a->p = a->p + d;
-		break;
-	case ARC_B2:
+	} else {
 		d = b2 && b1 > b2 ? b1 / b2 : 1;
 		a->p = a->p > d ? a->p - d : 0;
-		break;
-	default:
-		return;   /* already cached: inserting again changes nothing */
 	}
-	move_to(a, idx, ARC_T2);
+	tier__klist_unlink(&a->ghost[g - ARC_B1], &a->l[g], gi);
+	tier__kpool_del(&a->ghost[g - ARC_B1], gi);
+	set_tag(a, h, ARC_T2);
+	tier__hlist_push_head(&a->links, &a->l[ARC_T2], h);
 	trim_ghosts(a);
 }
 
-static void arc_access(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static void arc_access(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
 	struct arc_policy *a = arc_of(p);
-	uint32_t idx = tier__kpool_find(&a->pool, key);
 
+	(void)key;
 	(void)now_ms;
-	if (idx == TIER__KNIL || arc_node(a, idx)->list >= ARC_B1)
-		return;
-	move_to(a, idx, ARC_T2);
+	if (cached(a, h))
+		to_t2(a, h);
 }
 
-static void arc_remove(struct tier__policy *p, uint64_t key)
+static void arc_remove(struct tier__policy *p, uint64_t key, uint32_t h)
 {
 	struct arc_policy *a = arc_of(p);
-	uint32_t idx = tier__kpool_find(&a->pool, key);
-	uint8_t list;
+	enum arc_list b;
+	struct tier__kpool *g;
+	uint32_t gi;
+	unsigned t = tag_of(a, h);
 
-	if (idx == TIER__KNIL)
-		return;
-	list = arc_node(a, idx)->list;
-	if (list >= ARC_B1)
+	if (t == ARC_NONE)
 		return;   /* not cached: nothing leaves */
-	move_to(a, idx, list == ARC_T1 ? ARC_B1 : ARC_B2);
+	b = t == ARC_T1 ? ARC_B1 : ARC_B2;
+	tier__hlist_unlink(&a->links, &a->l[t], h);
+	set_tag(a, h, ARC_NONE);
+	g = &a->ghost[b - ARC_B1];
+	if (tier__kpool_add(g, key, &gi) == 0)   /* out of memory: not remembered */
+		tier__klist_push_head(g, &a->l[b], gi);
 	trim_ghosts(a);
 }
 
@@ -167,27 +208,26 @@ static size_t arc_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 
 	while (n < max && (c1 != TIER__KNIL || c2 != TIER__KNIL)) {
 		bool from_t1 = c1 != TIER__KNIL && (t1 > a->p || c2 == TIER__KNIL);
-		uint32_t idx = from_t1 ? c1 : c2;
-		struct arc_node *node = arc_node(a, idx);
+		uint32_t h = from_t1 ? c1 : c2;
+		uint64_t key = tier__policy_key(p, h);
 
 		if (from_t1) {
-			c1 = node->n.prev;
+			c1 = tier__hpool_node(&a->links, h)->prev;
 			t1--;
 		} else {
-			c2 = node->n.prev;
+			c2 = tier__hpool_node(&a->links, h)->prev;
 		}
-		if (!want || want(arg, node->n.key))
-			keys[n++] = node->n.key;
+		if (!want || want(arg, key))
+			keys[n++] = key;
 	}
 	return n;
 }
 
 bool tier__policy_arc_is_ghost(struct tier__policy *p, uint64_t key)
 {
-	struct arc_policy *a = arc_of(p);
-	uint32_t idx = tier__kpool_find(&a->pool, key);
+	uint32_t gi;
 
-	return idx != TIER__KNIL && arc_node(a, idx)->list >= ARC_B1;
+	return ghost_of(arc_of(p), key, &gi) != NO_GHOST;
 }
 
 static bool arc_admit(struct tier__policy *p, uint64_t key)
@@ -199,7 +239,8 @@ static size_t arc_bytes(const struct tier__policy *p)
 {
 	const struct arc_policy *a = (const struct arc_policy *)p;
 
-	return sizeof(*a) + tier__kpool_bytes(&a->pool);
+	return sizeof(*a) + tier__hpool_bytes(&a->links) + tier__hpool_bytes(&a->tag) +
+	       tier__kpool_bytes(&a->ghost[0]) + tier__kpool_bytes(&a->ghost[1]);
 }
 
 static const struct tier__policy_ops arc_ops = {
@@ -218,18 +259,23 @@ uint64_t tier__policy_arc_target(const struct tier__policy *p)
 	return ((const struct arc_policy *)p)->p;
 }
 
-int tier__policy_arc_create(struct tier__policy **out)
+int tier__policy_arc_create(const struct tier__policy_host *host, struct tier__policy **out)
 {
 	struct arc_policy *a = calloc(1, sizeof(*a));
 
 	*out = NULL;
 	if (!a)
 		return -ENOMEM;
-	if (tier__kpool_init(&a->pool, sizeof(struct arc_node), 1024) < 0) {
+	tier__hpool_init(&a->links, sizeof(struct tier__hlinks));
+	tier__hpool_init(&a->tag, 1);   /* 4 handles a byte */
+	if (tier__kpool_init(&a->ghost[0], sizeof(struct tier__knode), 16) < 0 ||
+	    tier__kpool_init(&a->ghost[1], sizeof(struct tier__knode), 16) < 0) {
+		tier__kpool_fini(&a->ghost[0]);
 		free(a);
 		return -ENOMEM;
 	}
 	a->base.ops = &arc_ops;
+	a->base.host = *host;
 	for (int i = 0; i < 4; i++)
 		tier__klist_init(&a->l[i]);
 	*out = &a->base;

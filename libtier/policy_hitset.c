@@ -12,6 +12,7 @@
  * agent_maybe_evict it never compares against a histogram of all objects,
  * so the hottest objects can never be chosen ahead of colder ones in the
  * window.  It never removes a key by itself and never touches the store.
+ * Storage by handle: links and epoch (12 bytes) and the count (1 byte).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,10 +29,10 @@
 #define HP_AGE_EVERY 4u
 
 struct hp_node {
-	struct tier__knode n;
-	uint32_t freq;           /* hits while cached, aged */
-	uint32_t epoch;          /* aging epoch freq was last brought up to date in */
+	struct tier__hlinks n;
+	uint32_t epoch;          /* aging epoch the freq tag was last brought up to date in */
 };
+#define HP_NONE 0xff     /* the freq tag of a handle not cached */
 
 struct hp_cand {
 	uint64_t key;
@@ -44,7 +45,8 @@ struct hp_policy {
 	struct tier__policy base;
 	const struct tier__hitsets *hs;
 	const struct tier_params *prm;
-	struct tier__kpool pool;     /* nodes are struct hp_node */
+	struct tier__hpool pool;     /* nodes are struct hp_node, by handle */
+	struct tier__hpool freq;     /* hits while cached, aged (1 byte), or HP_NONE */
 	struct tier__klist lru;      /* head = most recently used */
 	uint64_t accesses;           /* since the current aging epoch began */
 	uint32_t epoch;
@@ -61,72 +63,85 @@ static void hp_destroy(struct tier__policy *p)
 {
 	struct hp_policy *hp = hp_of(p);
 
-	tier__kpool_fini(&hp->pool);
+	tier__hpool_fini(&hp->pool);
+	tier__hpool_fini(&hp->freq);
 	free(hp->scratch);
 	free(hp);
 }
 
-static struct hp_node *hp_node(const struct hp_policy *hp, uint32_t idx)
+static struct hp_node *hp_node(const struct hp_policy *hp, uint32_t h)
 {
-	return (struct hp_node *)(void *)tier__kpool_node(&hp->pool, idx);
+	return (struct hp_node *)tier__hpool_at(&hp->pool, h);
 }
 
-/* The node's hit count with the halvings of the epochs it missed applied. */
-static uint32_t hp_freq(const struct hp_policy *hp, struct hp_node *n)
+static uint8_t *hp_ftag(const struct hp_policy *hp, uint32_t h)
 {
+	return tier__hpool_at(&hp->freq, h);
+}
+
+static bool cached(const struct hp_policy *hp, uint32_t h)
+{
+	return tier__hpool_tag(&hp->freq, h) != HP_NONE;
+}
+
+/* The handle's hit count with the halvings of the epochs it missed applied. */
+static uint32_t hp_freq(const struct hp_policy *hp, uint32_t h)
+{
+	struct hp_node *n = hp_node(hp, h);
+	uint8_t *f = hp_ftag(hp, h);
 	uint32_t gap = hp->epoch - n->epoch;
 
-	n->freq = gap >= 32 ? 0 : n->freq >> gap;
+	*f = gap >= 32 ? 0 : (uint8_t)(*f >> gap);
 	n->epoch = hp->epoch;
-	return n->freq;
+	return *f;
 }
 
-static void hp_insert(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static void hp_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
 	struct hp_policy *hp = hp_of(p);
-	uint32_t idx = tier__kpool_find(&hp->pool, key);
 
+	(void)key;
 	(void)now_ms;
-	if (idx != TIER__KNIL) {
-		tier__klist_unlink(&hp->pool, &hp->lru, idx);
-	} else if (tier__kpool_add(&hp->pool, key, &idx) < 0) {
+	if (cached(hp, h)) {
+		tier__hlist_unlink(&hp->pool, &hp->lru, h);
+	} else if (tier__hpool_reserve(&hp->pool, h) < 0 ||
+		   tier__hpool_reserve(&hp->freq, h) < 0) {
 		return;   /* out of memory: the key stays untracked */
 	} else {
-		hp_node(hp, idx)->epoch = hp->epoch;   /* freq 0: the pool zeroed it */
+		hp_node(hp, h)->epoch = hp->epoch;
+		*hp_ftag(hp, h) = 0;
 	}
-	tier__klist_push_head(&hp->pool, &hp->lru, idx);
+	tier__hlist_push_head(&hp->pool, &hp->lru, h);
 }
 
-static void hp_access(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static void hp_access(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
 	struct hp_policy *hp = hp_of(p);
-	uint32_t idx = tier__kpool_find(&hp->pool, key);
-	struct hp_node *n;
 
+	(void)key;
 	(void)now_ms;
-	if (idx == TIER__KNIL)
+	if (!cached(hp, h))
 		return;
-	n = hp_node(hp, idx);
-	if (hp_freq(hp, n) < HP_FREQ_MAX)
-		n->freq++;
+	if (hp_freq(hp, h) < HP_FREQ_MAX)
+		(*hp_ftag(hp, h))++;
 	/* age: halve every count once the cache saw HP_AGE_EVERY hits per object */
 	if (++hp->accesses >= (uint64_t)HP_AGE_EVERY * (hp->lru.count ? hp->lru.count : 1)) {
 		hp->epoch++;
 		hp->accesses = 0;
 	}
-	tier__klist_unlink(&hp->pool, &hp->lru, idx);
-	tier__klist_push_head(&hp->pool, &hp->lru, idx);
+	tier__hlist_unlink(&hp->pool, &hp->lru, h);
+	tier__hlist_push_head(&hp->pool, &hp->lru, h);
 }
 
-static void hp_remove(struct tier__policy *p, uint64_t key)
+static void hp_remove(struct tier__policy *p, uint64_t key, uint32_t h)
 {
 	struct hp_policy *hp = hp_of(p);
-	uint32_t idx = tier__kpool_find(&hp->pool, key);
 
-	if (idx == TIER__KNIL)
+	(void)key;
+	if (!cached(hp, h))
 		return;
-	tier__klist_unlink(&hp->pool, &hp->lru, idx);
-	tier__kpool_del(&hp->pool, idx);
+	tier__hlist_unlink(&hp->pool, &hp->lru, h);
+	*hp_ftag(hp, h) = HP_NONE;
 }
 
 static int cand_cmp(const void *a, const void *b)
@@ -146,7 +161,7 @@ static size_t hp_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 	struct hp_policy *hp = hp_of(p);
 	size_t window, n = 0;
 	unsigned decay, last_n;
-	uint32_t idx;
+	uint32_t h;
 
 	if (max == 0)
 		return 0;
@@ -166,16 +181,16 @@ static size_t hp_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 	/* read the live parameters on every call: config set applies at once */
 	decay = (unsigned)hp->prm->hit_set_grade_decay_rate;
 	last_n = (unsigned)hp->prm->hit_set_search_last_n;
-	for (idx = hp->lru.tail; idx != TIER__KNIL && n < window;) {
-		struct hp_node *node = hp_node(hp, idx);
-		uint64_t key = node->n.key;
+	for (h = hp->lru.tail; h != TIER__KNIL && n < window;) {
+		uint32_t cur = h;
+		uint64_t key = tier__policy_key(p, cur);
 
-		idx = node->n.prev;
+		h = hp_node(hp, cur)->n.prev;
 		if (want && !want(arg, key))
 			continue;
 		hp->scratch[n].key = key;
 		hp->scratch[n].temp = tier__hitsets_temperature(hp->hs, key, decay, last_n);
-		hp->scratch[n].freq = hp_freq(hp, node);
+		hp->scratch[n].freq = hp_freq(hp, cur);
 		hp->scratch[n].age = (uint32_t)n;
 		n++;
 	}
@@ -192,7 +207,8 @@ static size_t hp_bytes(const struct tier__policy *p)
 {
 	const struct hp_policy *hp = (const struct hp_policy *)p;
 
-	return sizeof(*hp) + tier__kpool_bytes(&hp->pool) + hp->scratch_cap * sizeof(*hp->scratch);
+	return sizeof(*hp) + tier__hpool_bytes(&hp->pool) + tier__hpool_bytes(&hp->freq) +
+	       hp->scratch_cap * sizeof(*hp->scratch);
 }
 
 static const struct tier__policy_ops hp_ops = {
@@ -206,33 +222,25 @@ static const struct tier__policy_ops hp_ops = {
 	.bytes = hp_bytes,
 };
 
-int tier__policy_hitset_create(const struct tier__hitsets *hs, const struct tier_params *prm,
+int tier__policy_hitset_create(const struct tier__policy_host *host,
+			       const struct tier__hitsets *hs, const struct tier_params *prm,
 			       struct tier__policy **out)
 {
-	struct hp_policy *hp = NULL;
-	int rc = 0;
+	struct hp_policy *hp;
 
 	*out = NULL;
 	if (!hs || !prm)
 		return -EINVAL;
 	hp = calloc(1, sizeof(*hp));
-	if (!hp) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = tier__kpool_init(&hp->pool, sizeof(struct hp_node), 1024);
-	if (rc < 0)
-		goto out;
+	if (!hp)
+		return -ENOMEM;
+	tier__hpool_init(&hp->pool, sizeof(struct hp_node));
+	tier__hpool_init(&hp->freq, 1);
 	hp->base.ops = &hp_ops;
+	hp->base.host = *host;
 	hp->hs = hs;
 	hp->prm = prm;
 	tier__klist_init(&hp->lru);
 	*out = &hp->base;
-	hp = NULL;
-out:
-	if (hp) {
-		tier__kpool_fini(&hp->pool);
-		free(hp);
-	}
-	return rc;
+	return 0;
 }

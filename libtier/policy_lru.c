@@ -5,6 +5,8 @@
  * to the head, coldest() names keys from the tail.  The baseline every
  * other policy is measured against (tier-sim's miss/LRU).  It keeps no
  * history of keys that left, admits no hint and never touches the store.
+ * A node is the two 32-bit links, indexed by the object's handle (8 bytes
+ * an object); a handle is in the list if it has a predecessor or is the head.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 
 struct lru_policy {
 	struct tier__policy base;
-	struct tier__kpool pool;     /* nodes are plain struct tier__knode */
+	struct tier__hpool pool;     /* nodes are plain struct tier__hlinks */
 	struct tier__klist lru;      /* head = most recently used */
 };
 
@@ -27,43 +29,48 @@ static void lru_destroy(struct tier__policy *p)
 {
 	struct lru_policy *l = lru_of(p);
 
-	tier__kpool_fini(&l->pool);
+	tier__hpool_fini(&l->pool);
 	free(l);
 }
 
-static void lru_touch(struct tier__policy *p, uint64_t key, bool add)
+static bool tracked(const struct lru_policy *l, uint32_t h)
+{
+	return tier__hpool_has(&l->pool, h) &&
+	       (tier__hpool_node(&l->pool, h)->prev != TIER__KNIL || l->lru.head == h);
+}
+
+static void lru_touch(struct tier__policy *p, uint32_t h, bool add)
 {
 	struct lru_policy *l = lru_of(p);
-	uint32_t idx = tier__kpool_find(&l->pool, key);
 
-	if (idx != TIER__KNIL)
-		tier__klist_unlink(&l->pool, &l->lru, idx);
-	else if (!add || tier__kpool_add(&l->pool, key, &idx) < 0)
+	if (tracked(l, h))
+		tier__hlist_unlink(&l->pool, &l->lru, h);
+	else if (!add || tier__hpool_reserve(&l->pool, h) < 0)
 		return;   /* a hit on an untracked key, or out of memory */
-	tier__klist_push_head(&l->pool, &l->lru, idx);
+	tier__hlist_push_head(&l->pool, &l->lru, h);
 }
 
-static void lru_insert(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static void lru_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
+	(void)key;
 	(void)now_ms;
-	lru_touch(p, key, true);
+	lru_touch(p, h, true);
 }
 
-static void lru_access(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static void lru_access(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
+	(void)key;
 	(void)now_ms;
-	lru_touch(p, key, false);
+	lru_touch(p, h, false);
 }
 
-static void lru_remove(struct tier__policy *p, uint64_t key)
+static void lru_remove(struct tier__policy *p, uint64_t key, uint32_t h)
 {
 	struct lru_policy *l = lru_of(p);
-	uint32_t idx = tier__kpool_find(&l->pool, key);
 
-	if (idx == TIER__KNIL)
-		return;
-	tier__klist_unlink(&l->pool, &l->lru, idx);
-	tier__kpool_del(&l->pool, idx);
+	(void)key;
+	if (tracked(l, h))
+		tier__hlist_unlink(&l->pool, &l->lru, h);
 }
 
 static size_t lru_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
@@ -72,12 +79,12 @@ static size_t lru_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 	struct lru_policy *l = lru_of(p);
 	size_t n = 0;
 
-	for (uint32_t idx = l->lru.tail; idx != TIER__KNIL && n < max;) {
-		struct tier__knode *node = tier__kpool_node(&l->pool, idx);
+	for (uint32_t h = l->lru.tail; h != TIER__KNIL && n < max;) {
+		uint64_t key = tier__policy_key(p, h);
 
-		idx = node->prev;
-		if (!want || want(arg, node->key))
-			keys[n++] = node->key;
+		h = tier__hpool_node(&l->pool, h)->prev;
+		if (!want || want(arg, key))
+			keys[n++] = key;
 	}
 	return n;
 }
@@ -86,7 +93,7 @@ static size_t lru_bytes(const struct tier__policy *p)
 {
 	const struct lru_policy *l = (const struct lru_policy *)p;
 
-	return sizeof(*l) + tier__kpool_bytes(&l->pool);
+	return sizeof(*l) + tier__hpool_bytes(&l->pool);
 }
 
 static const struct tier__policy_ops lru_ops = {
@@ -100,18 +107,16 @@ static const struct tier__policy_ops lru_ops = {
 	.bytes = lru_bytes,
 };
 
-int tier__policy_lru_create(struct tier__policy **out)
+int tier__policy_lru_create(const struct tier__policy_host *host, struct tier__policy **out)
 {
 	struct lru_policy *l = calloc(1, sizeof(*l));
 
 	*out = NULL;
 	if (!l)
 		return -ENOMEM;
-	if (tier__kpool_init(&l->pool, sizeof(struct tier__knode), 1024) < 0) {
-		free(l);
-		return -ENOMEM;
-	}
+	tier__hpool_init(&l->pool, sizeof(struct tier__hlinks));
 	l->base.ops = &lru_ops;
+	l->base.host = *host;
 	tier__klist_init(&l->lru);
 	*out = &l->base;
 	return 0;

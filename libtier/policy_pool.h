@@ -1,14 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtier/policy_pool.h (internal to the eviction policies) - a pool of
- * fixed-size nodes keyed by uint64 with an open-addressing index, and
- * intrusive doubly linked lists threaded through the nodes by 32-bit index.
- * Every node type starts with struct tier__knode.  Node indices stay valid
- * while the pool grows; node pointers do not (re-fetch after an add).
+ * libtier/policy_pool.h (internal to the eviction policies) - node storage.
+ *
+ * tier__hpool: the cached objects' nodes, indexed by the engine's handle of
+ * the object (its object map slab index, struct tier__policy_host): chunks
+ * of TIER__HCHUNK nodes allocated as handles appear, the way the map's slab
+ * grows, no key and no index of its own (the map is the index; the host
+ * gives a handle's key back).  Every node type starts with struct
+ * tier__hlinks; new chunks are filled with 0xff bytes (links TIER__KNIL).
+ *
+ * tier__kpool: nodes keyed by uint64 with an open-addressing index, for
+ * keys the map no longer holds (ARC's and S3-FIFO's ghosts).  Every node
+ * type starts with struct tier__knode.
+ *
+ * Both thread intrusive doubly linked lists through the nodes by 32-bit
+ * index.  Node indices stay valid while a pool grows; kpool node pointers do
+ * not (re-fetch after an add), hpool node pointers do.
  */
 #ifndef TIER_POLICY_POOL_H
 #define TIER_POLICY_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +63,82 @@ static inline struct tier__knode *tier__kpool_node(const struct tier__kpool *kp,
 {
 	return (struct tier__knode *)(void *)(kp->nodes + (size_t)idx * kp->node_size);
 }
+
+/*
+ * Handle-indexed nodes.  Chunks of TIER__HCHUNK nodes of node_size bytes:
+ * list nodes start with struct tier__hlinks (node_size a multiple of 4);
+ * a pool of 1-byte nodes holds a tag per handle beside one of links.
+ */
+#define TIER__HCHUNK_SHIFT 12
+#define TIER__HCHUNK (1u << TIER__HCHUNK_SHIFT)
+
+struct tier__hlinks {
+	uint32_t prev, next;      /* toward head / toward tail; TIER__KNIL at the ends */
+};
+
+struct tier__hpool {
+	unsigned char **chunk;
+	uint32_t nchunk, capchunk;
+	size_t node_size;
+};
+
+void tier__hpool_init(struct tier__hpool *hp, size_t node_size);
+void tier__hpool_fini(struct tier__hpool *hp);
+/* Make node h exist (its chunk, 0xff-filled when new). -ENOMEM. */
+int tier__hpool_reserve(struct tier__hpool *hp, uint32_t h);
+/* Bytes held (the chunks and their pointer array). */
+size_t tier__hpool_bytes(const struct tier__hpool *hp);
+
+static inline bool tier__hpool_has(const struct tier__hpool *hp, uint32_t h)
+{
+	return (h >> TIER__HCHUNK_SHIFT) < hp->nchunk;
+}
+
+/* Node h; it must exist (tier__hpool_has). */
+static inline void *tier__hpool_at(const struct tier__hpool *hp, uint32_t h)
+{
+	return hp->chunk[h >> TIER__HCHUNK_SHIFT] + (size_t)(h & (TIER__HCHUNK - 1)) * hp->node_size;
+}
+
+static inline struct tier__hlinks *tier__hpool_node(const struct tier__hpool *hp, uint32_t h)
+{
+	return (struct tier__hlinks *)tier__hpool_at(hp, h);
+}
+
+/* A 1-byte node's tag; 0xff for a handle never set (or beyond the chunks). */
+static inline uint8_t tier__hpool_tag(const struct tier__hpool *hp, uint32_t h)
+{
+	return tier__hpool_has(hp, h) ? *(uint8_t *)tier__hpool_at(hp, h) : 0xff;
+}
+
+/*
+ * Packed tags: bits (2 or 4) per handle in a pool of 1-byte nodes, 8 / bits
+ * handles a byte; a handle never set reads all ones.
+ */
+static inline unsigned tier__htag_get(const struct tier__hpool *hp, unsigned bits, uint32_t h)
+{
+	uint32_t per = 8 / bits;
+
+	return (unsigned)(tier__hpool_tag(hp, h / per) >> ((h % per) * bits)) & ((1u << bits) - 1);
+}
+
+/* Set handle h's tag (its byte must exist: tier__htag_reserve). */
+static inline void tier__htag_set(struct tier__hpool *hp, unsigned bits, uint32_t h, unsigned v)
+{
+	uint32_t per = 8 / bits;
+	unsigned sh = (h % per) * bits, m = ((1u << bits) - 1) << sh;
+	uint8_t *b = (uint8_t *)tier__hpool_at(hp, h / per);
+
+	*b = (uint8_t)((*b & ~m) | ((v << sh) & m));
+}
+
+static inline int tier__htag_reserve(struct tier__hpool *hp, unsigned bits, uint32_t h)
+{
+	return tier__hpool_reserve(hp, h / (8 / bits));
+}
+
+void tier__hlist_push_head(struct tier__hpool *hp, struct tier__klist *l, uint32_t h);
+void tier__hlist_unlink(struct tier__hpool *hp, struct tier__klist *l, uint32_t h);
 
 void tier__klist_init(struct tier__klist *l);
 void tier__klist_push_head(struct tier__kpool *kp, struct tier__klist *l, uint32_t idx);

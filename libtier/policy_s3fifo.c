@@ -11,6 +11,11 @@
  * to evict them all); it moves objects between queues as the algorithm
  * would, but a key leaves the policy only through remove(), and only a key
  * removed from S is remembered in G.  Never touches the store.
+ *
+ * Storage: S and M are lists of handles (two 32-bit links and a 4-bit tag,
+ * queue and 2-bit frequency, per handle: 8.5 bytes a cached object); G is a
+ * keyed pool of 16-byte nodes with its index, at most 90% of the capacity
+ * (or the tracked count, at least 1024), its bytes counted in bytes().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,16 +34,16 @@
 
 enum s3_queue { S3_SMALL = 0, S3_MAIN, S3_GHOST };
 
-struct s3_node {
-	struct tier__knode n;
-	uint8_t queue;
-	uint8_t freq;
-};
+/* A cached handle's 4-bit tag: its queue (S3_SMALL or S3_MAIN) | its frequency << 1. */
+#define S3_NONE 15u
+#define S3_TAG_BITS 4u
 
 struct s3_policy {
 	struct tier__policy base;
 	uint64_t capacity;           /* objects; 0 = follow the tracked count */
-	struct tier__kpool pool;
+	struct tier__hpool links;    /* S and M: struct tier__hlinks by handle */
+	struct tier__hpool tag;      /* a handle's queue and frequency (4 bits), or S3_NONE */
+	struct tier__kpool ghost;    /* G: struct tier__knode by key */
 	struct tier__klist q[3];     /* head = newest */
 };
 
@@ -47,16 +52,33 @@ static struct s3_policy *s3_of(struct tier__policy *p)
 	return (struct s3_policy *)p;
 }
 
-static struct s3_node *s3_node(const struct s3_policy *s, uint32_t idx)
+static unsigned tag_of(const struct s3_policy *s, uint32_t h)
 {
-	return (struct s3_node *)(void *)tier__kpool_node(&s->pool, idx);
+	return tier__htag_get(&s->tag, S3_TAG_BITS, h);
+}
+
+static void set_tag(struct s3_policy *s, uint32_t h, unsigned queue, unsigned freq)
+{
+	tier__htag_set(&s->tag, S3_TAG_BITS, h, queue | (freq << 1));
+}
+
+static unsigned queue_of(unsigned t)
+{
+	return t & 1u;
+}
+
+static unsigned freq_of(unsigned t)
+{
+	return t >> 1;
 }
 
 static void s3_destroy(struct tier__policy *p)
 {
 	struct s3_policy *s = s3_of(p);
 
-	tier__kpool_fini(&s->pool);
+	tier__hpool_fini(&s->links);
+	tier__hpool_fini(&s->tag);
+	tier__kpool_fini(&s->ghost);
 	free(s);
 }
 
@@ -79,75 +101,78 @@ static uint64_t ghost_max(const struct s3_policy *s)
 	return g < S3_MIN_GHOST ? S3_MIN_GHOST : g;
 }
 
-static void move_to(struct s3_policy *s, uint32_t idx, enum s3_queue to)
+/* A cached handle to the head of M, its frequency kept. */
+static void to_main(struct s3_policy *s, uint32_t h)
 {
-	struct s3_node *n = s3_node(s, idx);
+	unsigned t = tag_of(s, h);
 
-	tier__klist_unlink(&s->pool, &s->q[n->queue], idx);
-	n->queue = (uint8_t)to;
-	tier__klist_push_head(&s->pool, &s->q[to], idx);
+	tier__hlist_unlink(&s->links, &s->q[queue_of(t)], h);
+	set_tag(s, h, S3_MAIN, freq_of(t));
+	tier__hlist_push_head(&s->links, &s->q[S3_MAIN], h);
 }
 
-static void s3_insert(struct tier__policy *p, uint64_t key, uint64_t now_ms)
+static bool cached(const struct s3_policy *s, uint32_t h)
+{
+	return tag_of(s, h) != S3_NONE;
+}
+
+static void s3_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
 {
 	struct s3_policy *s = s3_of(p);
-	uint32_t idx = tier__kpool_find(&s->pool, key);
+	uint32_t gi;
+	enum s3_queue q;
 
 	(void)now_ms;
-	if (idx != TIER__KNIL) {
-		struct s3_node *n = s3_node(s, idx);
-
-		if (n->queue != S3_GHOST)
-			return;   /* already cached: inserting again changes nothing */
-		n->freq = 0;
-		move_to(s, idx, S3_MAIN);
-		return;
-	}
-	if (tier__kpool_add(&s->pool, key, &idx) < 0)
+	if (cached(s, h))
+		return;   /* already cached: inserting again changes nothing */
+	gi = tier__kpool_find(&s->ghost, key);
+	if (tier__hpool_reserve(&s->links, h) < 0 ||
+	    tier__htag_reserve(&s->tag, S3_TAG_BITS, h) < 0)
 		return;   /* out of memory: the key stays untracked */
-	s3_node(s, idx)->queue = S3_SMALL;
-	tier__klist_push_head(&s->pool, &s->q[S3_SMALL], idx);
-}
-
-static void s3_access(struct tier__policy *p, uint64_t key, uint64_t now_ms)
-{
-	struct s3_policy *s = s3_of(p);
-	uint32_t idx = tier__kpool_find(&s->pool, key);
-	struct s3_node *n;
-
-	(void)now_ms;
-	if (idx == TIER__KNIL)
-		return;
-	n = s3_node(s, idx);
-	if (n->queue != S3_GHOST && n->freq < S3_FREQ_MAX)
-		n->freq++;
-}
-
-static void s3_remove(struct tier__policy *p, uint64_t key)
-{
-	struct s3_policy *s = s3_of(p);
-	uint32_t idx = tier__kpool_find(&s->pool, key);
-	struct s3_node *n;
-	uint64_t gmax;
-
-	if (idx == TIER__KNIL)
-		return;
-	n = s3_node(s, idx);
-	if (n->queue == S3_GHOST)
-		return;   /* not cached: nothing leaves */
-	if (n->queue == S3_MAIN) {
-		tier__klist_unlink(&s->pool, &s->q[S3_MAIN], idx);
-		tier__kpool_del(&s->pool, idx);
-		return;
+	q = S3_SMALL;
+	if (gi != TIER__KNIL) {
+		/* a ghost goes straight to M, its frequency 0 */
+		tier__klist_unlink(&s->ghost, &s->q[S3_GHOST], gi);
+		tier__kpool_del(&s->ghost, gi);
+		q = S3_MAIN;
 	}
-	n->freq = 0;
-	move_to(s, idx, S3_GHOST);
+	set_tag(s, h, q, 0);
+	tier__hlist_push_head(&s->links, &s->q[q], h);
+}
+
+static void s3_access(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t now_ms)
+{
+	struct s3_policy *s = s3_of(p);
+	unsigned t = tag_of(s, h);
+
+	(void)key;
+	(void)now_ms;
+	if (t != S3_NONE && freq_of(t) < S3_FREQ_MAX)
+		set_tag(s, h, queue_of(t), freq_of(t) + 1);
+}
+
+static void s3_remove(struct tier__policy *p, uint64_t key, uint32_t h)
+{
+	struct s3_policy *s = s3_of(p);
+	uint64_t gmax;
+	uint32_t gi;
+	unsigned t = tag_of(s, h), q;
+
+	if (t == S3_NONE)
+		return;   /* not cached: nothing leaves */
+	q = queue_of(t);
+	tier__hlist_unlink(&s->links, &s->q[q], h);
+	tier__htag_set(&s->tag, S3_TAG_BITS, h, S3_NONE);
+	if (q == S3_MAIN)
+		return;
+	if (tier__kpool_add(&s->ghost, key, &gi) == 0)   /* out of memory: not remembered */
+		tier__klist_push_head(&s->ghost, &s->q[S3_GHOST], gi);
 	gmax = ghost_max(s);
 	while (s->q[S3_GHOST].count > gmax) {
-		uint32_t t = s->q[S3_GHOST].tail;
+		uint32_t g = s->q[S3_GHOST].tail;
 
-		tier__klist_unlink(&s->pool, &s->q[S3_GHOST], t);
-		tier__kpool_del(&s->pool, t);
+		tier__klist_unlink(&s->ghost, &s->q[S3_GHOST], g);
+		tier__kpool_del(&s->ghost, g);
 	}
 }
 
@@ -157,31 +182,32 @@ struct s3_walk {
 	uint64_t s_eff;              /* S's size once the named victims are gone */
 };
 
-/* Put idx at M's head; an exhausted M walk resumes there (CLOCK wrap). */
-static void walk_to_main(struct s3_policy *s, struct s3_walk *w, uint32_t idx)
+/* Put h at M's head; an exhausted M walk resumes there (CLOCK wrap). */
+static void walk_to_main(struct s3_policy *s, struct s3_walk *w, uint32_t h)
 {
-	move_to(s, idx, S3_MAIN);
+	to_main(s, h);
 	if (w->cur_m == TIER__KNIL)
-		w->cur_m = idx;
+		w->cur_m = h;
 }
 
 /* One step of evictS at the S cursor; returns 1 if it named a victim. */
 static int step_small(struct s3_policy *s, struct s3_walk *w, uint64_t *key,
 		      bool (*want)(void *arg, uint64_t key), void *arg)
 {
-	uint32_t idx = w->cur_s;
-	struct s3_node *n = s3_node(s, idx);
+	uint32_t h = w->cur_s;
+	uint64_t k;
 
-	w->cur_s = n->n.prev;
-	if (n->freq >= S3_MOVE_THRESHOLD) {
-		n->freq = 0;
-		walk_to_main(s, w, idx);
+	w->cur_s = tier__hpool_node(&s->links, h)->prev;
+	if (freq_of(tag_of(s, h)) >= S3_MOVE_THRESHOLD) {
+		set_tag(s, h, S3_SMALL, 0);
+		walk_to_main(s, w, h);
 		w->s_eff--;
 		return 0;
 	}
-	if (want && !want(arg, n->n.key))
+	k = tier__policy_key(&s->base, h);
+	if (want && !want(arg, k))
 		return 0;
-	*key = n->n.key;
+	*key = k;
 	w->s_eff--;
 	return 1;
 }
@@ -190,18 +216,20 @@ static int step_small(struct s3_policy *s, struct s3_walk *w, uint64_t *key,
 static int step_main(struct s3_policy *s, struct s3_walk *w, uint64_t *key,
 		     bool (*want)(void *arg, uint64_t key), void *arg)
 {
-	uint32_t idx = w->cur_m;
-	struct s3_node *n = s3_node(s, idx);
+	uint32_t h = w->cur_m;
+	unsigned t = tag_of(s, h);
+	uint64_t k;
 
-	w->cur_m = n->n.prev;
-	if (n->freq > 0) {
-		n->freq--;
-		walk_to_main(s, w, idx);
+	w->cur_m = tier__hpool_node(&s->links, h)->prev;
+	if (freq_of(t) > 0) {
+		set_tag(s, h, S3_MAIN, freq_of(t) - 1);
+		walk_to_main(s, w, h);
 		return 0;
 	}
-	if (want && !want(arg, n->n.key))
+	k = tier__policy_key(&s->base, h);
+	if (want && !want(arg, k))
 		return 0;
-	*key = n->n.key;
+	*key = k;
 	return 1;
 }
 
@@ -236,17 +264,15 @@ static size_t s3_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 
 static bool s3_admit(struct tier__policy *p, uint64_t key)
 {
-	struct s3_policy *s = s3_of(p);
-	uint32_t idx = tier__kpool_find(&s->pool, key);
-
-	return idx != TIER__KNIL && s3_node(s, idx)->queue == S3_GHOST;
+	return tier__kpool_find(&s3_of(p)->ghost, key) != TIER__KNIL;
 }
 
 static size_t s3_bytes(const struct tier__policy *p)
 {
 	const struct s3_policy *s = (const struct s3_policy *)p;
 
-	return sizeof(*s) + tier__kpool_bytes(&s->pool);
+	return sizeof(*s) + tier__hpool_bytes(&s->links) + tier__hpool_bytes(&s->tag) +
+	       tier__kpool_bytes(&s->ghost);
 }
 
 static const struct tier__policy_ops s3_ops = {
@@ -260,7 +286,8 @@ static const struct tier__policy_ops s3_ops = {
 	.bytes = s3_bytes,
 };
 
-int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **out)
+int tier__policy_s3fifo_create(const struct tier__policy_host *host, uint64_t capacity_objects,
+			       struct tier__policy **out)
 {
 	struct s3_policy *s = NULL;
 	uint64_t initial;
@@ -272,14 +299,17 @@ int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* room for the cache and its ghosts up front; the pool still grows */
-	initial = capacity_objects ? capacity_objects * 2 : 1024;
+	tier__hpool_init(&s->links, sizeof(struct tier__hlinks));
+	tier__hpool_init(&s->tag, 1);   /* 2 handles a byte */
+	/* room for the ghosts up front; the pool still grows */
+	initial = capacity_objects ? capacity_objects - capacity_objects / 10 : 16;
 	if (initial > (1u << 20))
 		initial = 1u << 20;
-	rc = tier__kpool_init(&s->pool, sizeof(struct s3_node), (uint32_t)initial);
+	rc = tier__kpool_init(&s->ghost, sizeof(struct tier__knode), (uint32_t)initial);
 	if (rc < 0)
 		goto out;
 	s->base.ops = &s3_ops;
+	s->base.host = *host;
 	s->capacity = capacity_objects;
 	for (int i = 0; i < 3; i++)
 		tier__klist_init(&s->q[i]);
@@ -287,7 +317,7 @@ int tier__policy_s3fifo_create(uint64_t capacity_objects, struct tier__policy **
 	s = NULL;
 out:
 	if (s) {
-		tier__kpool_fini(&s->pool);
+		tier__kpool_fini(&s->ghost);
 		free(s);
 	}
 	return rc;

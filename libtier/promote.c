@@ -132,7 +132,7 @@ static void promote_done(struct tier__job *j, bool ok)
 
 	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
 	e->n_promoting--;
-	e->promoting_bytes -= o->len;
+	e->promoting_bytes -= tier__obj_len(e, o);
 	if (!ok) {
 		char oid[TIER_OID_MAX];
 
@@ -220,7 +220,7 @@ static void promote_cb(struct tier_store_op *op)
 	}
 	tier__obj_free_bits(e, o);   /* ABSENT: leftovers of a failed write; now all valid */
 	o->version = 1;
-	o->mtime_ms = tier__eng_now_ms(e);
+	tier__obj_touch(e, o);
 	o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
 	tier__obj_set_state(e, o, TIER__CLEAN, NULL, NULL);
 	tier__count(e, j->img, promotions, 1);
@@ -269,9 +269,9 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 	}
 	o->flags |= TIER__OF_PROMOTING;
 	e->n_promoting++;
-	e->promoting_bytes += o->len;
+	e->promoting_bytes += tier__obj_len(e, o);
 	j->waiter = waiter;
-	j->len = o->len;
+	j->len = tier__obj_len(e, o);
 	j->step = PROMOTE_BARRIER;
 	promote_read(j);
 }

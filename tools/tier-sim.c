@@ -64,7 +64,7 @@ struct sim_result {
 	uint64_t cap_objects, cap_blocks;     /* usable: target x cache_target_full_ratio */
 	bool extent;                          /* extent granularity: compare with the block refs */
 	double base_busy_s;                   /* device-model service time the base pool spent */
-	uint64_t mem_map, mem_policy;         /* engine bytes per cached object: map, policy */
+	uint64_t mem_map, mem_policy;         /* engine bytes per cached object: all, policy */
 	uint64_t uniq_objects, uniq_blocks;   /* distinct ones touched over the whole run */
 	uint64_t peak_full_ppm;               /* highest full ratio seen (sampled) */
 	double wall_s;
@@ -742,7 +742,7 @@ GETTER(bover_lru, over(byte_miss_ratio(r), ref_byte_miss(r->extent ? &r->lru_blk
 GETTER(busy, r->base_busy_s)
 GETTER(busy_req, r->ops ? r->base_busy_s * 1000.0 / (double)r->ops : 0.0)
 GETTER(cache_w, ratio(r->cache.bytes[TIER_STORE_WRITE], r->client_bytes))
-GETTER(mem_obj, r->mem_map + r->mem_policy)
+GETTER(mem_obj, r->mem_map)
 GETTER(mem_pol, r->mem_policy)
 GETTER(cap_obj, r->cap_objects)
 GETTER(uniq_obj, r->uniq_objects)

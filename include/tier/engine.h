@@ -233,9 +233,13 @@ struct tier_hitset_info {
  */
 int tier_engine_hitset_info(const struct tier_engine *e, struct tier_hitset_info *out,
 			    size_t max);
-/* Bytes of engine memory per cached object (measured), for reports. */
+/*
+ * Bytes of engine memory per cached object (measured, all of it: the object
+ * map's slab and bucket heads, the eviction policy's nodes and ghosts, the
+ * admission sketch), for reports.
+ */
 size_t tier_engine_bytes_per_object(const struct tier_engine *e);
-/* Bytes the eviction policy and the admission sketch hold per cached object. */
+/* Of it, the eviction policy (nodes and ghosts) and the admission sketch. */
 size_t tier_engine_policy_bytes_per_object(const struct tier_engine *e);
 
 /* ---- stranded cache objects (libtier/stranded.c) ----

@@ -20,9 +20,41 @@
 #include "libtier/hitset.h"
 #include "libtier/policy.h"
 
-#define P_INSERT(p, k) (p)->ops->insert((p), (k), 0)
-#define P_ACCESS(p, k) (p)->ops->access((p), (k), 0)
-#define P_REMOVE(p, k) (p)->ops->remove((p), (k))
+/*
+ * The handles the engine's object map would give: one per key (a registry
+ * shared by every policy of a test, as one map), the host names them back.
+ */
+#define REG_KEYS  (1u << 17)
+#define REG_SLOTS (1u << 18)
+static uint64_t reg_key[REG_KEYS];
+static uint32_t reg_slot[REG_SLOTS];   /* handle + 1, 0 = empty */
+static uint32_t reg_n;
+
+static uint32_t H(uint64_t key)
+{
+	uint32_t s = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 46) & (REG_SLOTS - 1);
+
+	for (; reg_slot[s]; s = (s + 1) & (REG_SLOTS - 1))
+		if (reg_key[reg_slot[s] - 1] == key)
+			return reg_slot[s] - 1;
+	assert_true(reg_n < REG_KEYS);
+	reg_key[reg_n] = key;
+	reg_slot[s] = ++reg_n;
+	return reg_n - 1;
+}
+
+static uint64_t reg_key_of(const void *ctx, uint32_t h)
+{
+	(void)ctx;
+	assert_true(h < reg_n);
+	return reg_key[h];
+}
+
+static const struct tier__policy_host host = { .key_of = reg_key_of };
+
+#define P_INSERT(p, k) (p)->ops->insert((p), (k), H(k), 0)
+#define P_ACCESS(p, k) (p)->ops->access((p), (k), H(k), 0)
+#define P_REMOVE(p, k) (p)->ops->remove((p), (k), H(k))
 
 struct fix {
 	struct tier__hitsets *hs;
@@ -68,7 +100,7 @@ static struct fix *hfix(void)
 	f->prm.hit_set_grade_decay_rate = 20;
 	f->prm.hit_set_search_last_n = 1;
 	assert_int_equal(tier__hitsets_create(4, 0.001, 1024, 0, &f->hs), 0);
-	assert_int_equal(tier__policy_create(TIER_EVICT_HITSET, f->hs, &f->prm, 0, &f->p), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_HITSET, &host, f->hs, &f->prm, 0, &f->p), 0);
 	assert_string_equal(f->p->ops->name, "hitset");
 	return f;
 }
@@ -87,10 +119,10 @@ static void test_dispatch_creates_named_policy(void **state)
 
 	(void)state;
 	memset(&prm, 0, sizeof(prm));
-	assert_int_equal(tier__policy_create(TIER_EVICT_HITSET, NULL, &prm, 0, &p), -EINVAL);
+	assert_int_equal(tier__policy_create(TIER_EVICT_HITSET, &host, NULL, &prm, 0, &p), -EINVAL);
 	assert_null(p);
-	assert_int_equal(tier__policy_create((enum tier_evict_policy)99, NULL, NULL, 0, &p), -EINVAL);
-	assert_int_equal(tier__policy_create(TIER_EVICT_S3FIFO, NULL, NULL, 100, &p), 0);
+	assert_int_equal(tier__policy_create((enum tier_evict_policy)99, &host, NULL, NULL, 0, &p), -EINVAL);
+	assert_int_equal(tier__policy_create(TIER_EVICT_S3FIFO, &host, NULL, NULL, 100, &p), 0);
 	assert_string_equal(p->ops->name, "s3fifo");
 	assert_non_null(p->ops->admit);
 	tier__policy_destroy(p);
@@ -251,7 +283,7 @@ static struct tier__policy *s3(uint64_t cap)
 {
 	struct tier__policy *p = NULL;
 
-	assert_int_equal(tier__policy_s3fifo_create(cap, &p), 0);
+	assert_int_equal(tier__policy_s3fifo_create(&host, cap, &p), 0);
 	return p;
 }
 
@@ -480,8 +512,8 @@ static void test_policies_track_exactly_the_inserted_set(void **state)
 	size_t expect = 0, n;
 
 	(void)state;
-	assert_int_equal(tier__policy_create(TIER_EVICT_LRU, NULL, NULL, 0, &pol[2]), 0);
-	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &pol[3]), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_LRU, &host, NULL, NULL, 0, &pol[2]), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, &host, NULL, NULL, 0, &pol[3]), 0);
 	memset(in, 0, sizeof(in));
 	for (int i = 0; i < OPS; i++) {
 		uint64_t k;
@@ -526,7 +558,7 @@ static void test_lru_coldest_is_least_recently_used(void **state)
 	uint64_t got[8];
 	(void)state;
 
-	assert_int_equal(tier__policy_create(TIER_EVICT_LRU, NULL, NULL, 0, &p), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_LRU, &host, NULL, NULL, 0, &p), 0);
 	assert_string_equal(p->ops->name, "lru");
 	for (uint64_t k = 1; k <= 5; k++)
 		P_INSERT(p, k);
@@ -552,7 +584,7 @@ static void test_arc_scan_does_not_flush_frequent_keys(void **state)
 	uint64_t got[4];
 	(void)state;
 
-	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &p), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, &host, NULL, NULL, 0, &p), 0);
 	assert_string_equal(p->ops->name, "arc");
 	/* 1..4 hit twice (T2), then a scan of one-touch keys through a cache of 8 */
 	for (uint64_t k = 1; k <= 4; k++) {
@@ -579,7 +611,7 @@ static void test_arc_ghost_hits_adapt_the_target(void **state)
 	uint64_t got[8];
 	(void)state;
 
-	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &p), 0);
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, &host, NULL, NULL, 0, &p), 0);
 	for (uint64_t k = 1; k <= 4; k++)
 		P_INSERT(p, k);                           /* T1 = 4 3 2 1 */
 	assert_int_equal(tier__policy_arc_target(p), 0);
@@ -605,19 +637,65 @@ static void test_arc_ghost_hits_adapt_the_target(void **state)
 	tier__policy_destroy(p);
 }
 
+/*
+ * Handles as the object map recycles them: a key holds one while cached and
+ * gives it back when it leaves (RH_INSERT / RH_REMOVE), the next key takes it.
+ */
+#define RH_MAX 64
+static uint64_t rh_key[RH_MAX];
+static bool rh_used[RH_MAX];
+
+static uint32_t rh_take(uint64_t key)
+{
+	for (uint32_t h = 0; h < RH_MAX; h++)
+		if (rh_used[h] && rh_key[h] == key)
+			return h;
+	for (uint32_t h = 0; h < RH_MAX; h++)
+		if (!rh_used[h]) {
+			rh_used[h] = true;
+			rh_key[h] = key;
+			return h;
+		}
+	fail();
+	return 0;
+}
+
+static uint64_t rh_key_of(const void *ctx, uint32_t h)
+{
+	(void)ctx;
+	assert_true(h < RH_MAX && rh_used[h]);
+	return rh_key[h];
+}
+
+static const struct tier__policy_host rh_host = { .key_of = rh_key_of };
+
+static void RH_INSERT(struct tier__policy *p, uint64_t key)
+{
+	p->ops->insert(p, key, rh_take(key), 0);
+}
+
+static void RH_REMOVE(struct tier__policy *p, uint64_t key)
+{
+	uint32_t h = rh_take(key);
+
+	p->ops->remove(p, key, h);
+	rh_used[h] = false;
+}
+
 static void test_arc_ghosts_are_bounded_by_the_cache(void **state)
 {
 	struct tier__policy *p;
 	uint64_t got[1];
 	(void)state;
 
-	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, NULL, NULL, 0, &p), 0);
+	memset(rh_used, 0, sizeof(rh_used));
+	assert_int_equal(tier__policy_create(TIER_EVICT_ARC, &rh_host, NULL, NULL, 0, &p), 0);
 	for (uint64_t k = 1; k <= 10; k++)
-		P_INSERT(p, k);
+		RH_INSERT(p, k);
 	for (uint64_t k = 11; k <= 5000; k++) {
-		P_INSERT(p, k);
+		RH_INSERT(p, k);
 		assert_int_equal(coldest(p, got, 1), 1);
-		P_REMOVE(p, got[0]);
+		RH_REMOVE(p, got[0]);
 	}
 	/* c = 11 (10 cached plus one coming in): |T1| + |B1| <= 11 keeps one ghost */
 	assert_false(tier__policy_arc_is_ghost(p, 4000));
@@ -626,6 +704,62 @@ static void test_arc_ghosts_are_bounded_by_the_cache(void **state)
 	assert_false(tier__policy_arc_is_ghost(p, 4999));   /* cached */
 	assert_true(tier__policy_bytes(p) < 64 * 1024);
 	tier__policy_destroy(p);
+}
+
+/*
+ * Node storage by handle: handles the map recycles carry no state of the key
+ * that held them before (a new key starts cold, the old one is a ghost where
+ * the policy keeps ghosts), and a cached object costs the policy its links
+ * and tag: 13 bytes (hitset), 8.5 (s3fifo), 8.25 (arc), 8 (lru), plus the
+ * ghosts' 16-byte nodes and index.
+ */
+static void test_policies_recycled_handles_and_bytes(void **state)
+{
+	enum { N = 8 * 4096 };
+	static const struct { enum tier_evict_policy which; double per_obj; bool ghosts; } pol[] = {
+		{ TIER_EVICT_LRU, 8, false },
+		{ TIER_EVICT_ARC, 8.25, true },
+		{ TIER_EVICT_S3FIFO, 8.5, true },
+		{ TIER_EVICT_HITSET, 13, false },
+	};
+	struct fix *f = hfix();
+	uint64_t got[4];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(pol) / sizeof(pol[0]); i++) {
+		struct tier__policy *p;
+		size_t b;
+
+		memset(rh_used, 0, sizeof(rh_used));
+		assert_int_equal(tier__policy_create(pol[i].which, &rh_host, f->hs, &f->prm, 0, &p), 0);
+		/* key 1 takes handle 0, leaves; key 2 takes handle 0 and must be the only one cached */
+		RH_INSERT(p, 1);
+		p->ops->access(p, 1, 0, 0);
+		RH_REMOVE(p, 1);
+		RH_INSERT(p, 2);
+		assert_int_equal(rh_take(2), 0);
+		assert_int_equal(coldest(p, got, 4), 1);
+		assert_int_equal(got[0], 2);
+		if (pol[i].ghosts) {
+			assert_true(p->ops->admit(p, 1));    /* 1 is remembered, by key */
+			assert_false(p->ops->admit(p, 2));
+		}
+		RH_REMOVE(p, 2);
+		assert_int_equal(coldest(p, got, 4), 0);
+		tier__policy_destroy(p);
+
+		/* N cached objects under handles 0..N-1 */
+		assert_int_equal(tier__policy_create(pol[i].which, &host, f->hs, &f->prm, 0, &p), 0);
+		for (uint64_t k = 0; k < N; k++)
+			p->ops->insert(p, (k + 1) << 8, (uint32_t)k, 0);
+		b = tier__policy_bytes(p);
+		print_message("%s: %zu bytes for %d cached objects (%.2f each)\n", p->ops->name, b, N,
+			      (double)b / N);
+		assert_true((double)b <= N * pol[i].per_obj + 4096);
+		assert_true((double)b >= N * pol[i].per_obj);
+		tier__policy_destroy(p);
+	}
+	hfix_free(f);
 }
 
 /* ---- the TinyLFU sketch ---- */
@@ -705,6 +839,7 @@ int main(void)
 		cmocka_unit_test(test_arc_scan_does_not_flush_frequent_keys),
 		cmocka_unit_test(test_arc_ghost_hits_adapt_the_target),
 		cmocka_unit_test(test_arc_ghosts_are_bounded_by_the_cache),
+		cmocka_unit_test(test_policies_recycled_handles_and_bytes),
 		cmocka_unit_test(test_sketch_counts_ages_and_saturates),
 		cmocka_unit_test(test_sketch_separates_hot_from_cold),
 	};
