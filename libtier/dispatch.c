@@ -332,7 +332,8 @@ static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 	double room = e->p.cache_target_full_ratio - tier__full_ratio(e);
 
 	if (w && w < tier__obj_len(e, o) && e->p.target_max_bytes &&
-	    (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL) < room * (double)e->p.target_max_bytes)
+	    (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL) <
+	    room * (double)e->p.target_max_bytes)
 		w = 0;
 	if (!w || w >= tier__obj_len(e, o)) {
 		*off = 0;
