@@ -383,7 +383,7 @@ static uint64_t window_beyond_read(const struct tier_engine *e, const struct tie
 	uint64_t rs = (x->off + es - 1) / es * es, rt = (uint64_t)x->off + x->len;
 	uint64_t b = 0;
 
-	rt = rt >= o->len ? o->len : rt / es * es;
+	rt = rt >= tier__obj_len(e, o) ? tier__obj_len(e, o) : rt / es * es;
 	if (rt <= rs)
 		return tier__fill_bytes(e, o, off, len, NULL);
 	if (off < rs)

@@ -476,8 +476,8 @@ nomem:
 static uint64_t read_blocks(const struct tier_engine *e, const struct tier__obj *o,
 			    uint32_t off, uint32_t len, uint64_t *want)
 {
-	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, b = 0;
-	uint64_t fe = (off + es - 1) / es, le = end >= o->len ? (o->len + es - 1) / es : end / es;
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, b = 0, olen = tier__obj_len(e, o);
+	uint64_t fe = (off + es - 1) / es, le = end >= olen ? (olen + es - 1) / es : end / es;
 
 	for (uint64_t i = fe; i < le && i < e->nbits; i++) {
 		if (tier__obj_bits(o) && tier__bit(tier__obj_bits(o), i))
