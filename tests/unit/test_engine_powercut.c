@@ -706,6 +706,7 @@ static const struct pop script_ops[] = {
 	{ P_WRITE, B(12, 0), BPO, false },
 	{ P_FLUSH_ALL, 0, 0, false },
 	{ P_EVICT_ALL, 0, 0, false },        /* base holds object 12 durably */
+	{ P_FLUSH, 0, 0, false },            /* object 11's removes synced: read fills may start */
 	{ P_ZERO, B(12, 3), 1, false },      /* uncached: a base zero, not synced */
 	{ P_READ, B(12, 2), 3, false },      /* a new copy of extents 2-4 */
 	{ P_WRITE, B(12, 4), 1, false },     /* over a clean filled extent */
