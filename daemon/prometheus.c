@@ -139,13 +139,19 @@ static const struct pfield image_fields[] = {
 	{"tierd_promotions_total", 0, 0, "result=\"throttled\"", OFF(promote_throttled)},
 	{"tierd_promoted_bytes_total", "counter", "Bytes copied into the cache by promotions.", NULL, OFF(promote_bytes)},
 	{"tierd_fills_total", "counter",
-	 "Fills (partly valid objects completed from base), by result; skipped_*: not started.",
+	 "Fills (partly valid objects completed from base) and read fills (an admitted read miss's "
+	 "extents cached from its own base read), by result; skipped_*: not started (after "
+	 "skipped_throttled a read fill of the read's own extents may still follow; "
+	 "skipped_busy, skipped_unsynced, skipped_partial: a read fill refused).",
 	 "result=\"ok\"", OFF(fills)},
 	{"tierd_fills_total", 0, 0, "result=\"failed\"", OFF(fill_failed)},
 	{"tierd_fills_total", 0, 0, "result=\"skipped_cold\"", OFF(fill_skip_cold)},
 	{"tierd_fills_total", 0, 0, "result=\"skipped_full\"", OFF(fill_skip_full)},
 	{"tierd_fills_total", 0, 0, "result=\"skipped_degraded\"", OFF(fill_skip_degraded)},
 	{"tierd_fills_total", 0, 0, "result=\"skipped_throttled\"", OFF(fill_skip_throttled)},
+	{"tierd_fills_total", 0, 0, "result=\"skipped_busy\"", OFF(fill_skip_busy)},
+	{"tierd_fills_total", 0, 0, "result=\"skipped_unsynced\"", OFF(fill_skip_unsynced)},
+	{"tierd_fills_total", 0, 0, "result=\"skipped_partial\"", OFF(fill_skip_partial)},
 	{"tierd_filled_bytes_total", "counter", "Bytes copied into the cache by fills.", NULL, OFF(fill_bytes)},
 	{"tierd_flushes_total", "counter", "Flushes (dirty objects written back to base), by result.",
 	 "result=\"ok\"", OFF(flushes)},

@@ -411,12 +411,13 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__
 	case TIER__FILL_GO:
 		fill_window(e, o, x, &off, &len);
 		tier__fill_bytes(e, o, off, len, &read);
-		if (!window_beyond_read(e, o, x, off, len) && tier__rfill_start(e, x->img, o, x))
+		if (!window_beyond_read(e, o, x, off, len) &&
+		    tier__rfill_start(e, x->img, o, x) == TIER__RF_STARTED)
 			break;   /* the read brings all the window lacks */
 		if (tier__fill_tokens(e, x->img, read))   /* they guard base: what it reads */
 			queue_fill(e, o, x->img, off, len);
-		else
-			tier__rfill_start(e, x->img, o, x);   /* throttled: the read's own extents */
+		else   /* throttled: the read's own extents */
+			tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
 		break;
 	case TIER__FILL_SKIP_COLD: tier__count(e, x->img, fill_skip_cold, 1); break;
 	case TIER__FILL_SKIP_FULL: tier__count(e, x->img, fill_skip_full, 1); break;
@@ -950,7 +951,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_PROXY_THEN_PROMOTE:
 		if (x->type == TIER_REQ_READ) {
 			if (d.fill == TIER__FILL_GO)   /* extent mode: its extents fill from it */
-				tier__rfill_start(e, x->img, o, x);
+				tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
 			start_read(e, o, x, d.route);
 			return true;
 		}

@@ -186,6 +186,17 @@ int tier__job_obuf(struct tier__job *j)
 	return j->buf ? 0 : -ENOMEM;
 }
 
+int tier__job_buf(struct tier__job *j, uint32_t off, uint32_t len)
+{
+	if (len >= j->e->p.object_size)
+		return tier__job_obuf(j);
+	/* a 4 KiB read fill need not hold 4 MiB (nor take one of the pooled ones) */
+	j->buf = malloc(len ? len : 1);
+	j->obuf = false;
+	j->boff = off;
+	return j->buf ? 0 : -ENOMEM;
+}
+
 void tier__cache_error(struct tier_engine *e, int err)
 {
 	bool was = tier__degraded(e);

@@ -138,6 +138,8 @@ struct tier__job {
 	uint64_t t_base;                /* engine clock at the last base submit */
 	void *buf;
 	bool obuf;                      /* buf came from tier__obuf_get */
+	uint32_t boff;                  /* fill: the object offset buf[0] holds (a buffer
+					   sized to the fill: tier__job_buf) */
 	uint64_t len;                   /* promote: bytes copied; hitset load: archive size */
 	struct tier_store_op *ops;      /* fan-out (flush runs, syncs) */
 	size_t nops, npending;
@@ -322,6 +324,11 @@ struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_ima
 void tier__job_free(struct tier__job *j);
 /* An object_size buffer for a job (recycled: no page faults per promotion). */
 int tier__job_obuf(struct tier__job *j);
+/*
+ * A buffer for [off, off + len) of the job's object: the recycled
+ * object-size one for a whole object, else just len bytes (j->boff = off).
+ */
+int tier__job_buf(struct tier__job *j, uint32_t off, uint32_t len);
 void tier__cache_error(struct tier_engine *e, int err);
 bool tier__degraded(const struct tier_engine *e);
 /* A cache op timed out lately (-ETIMEDOUT): the pool is unreachable. */
@@ -424,8 +431,17 @@ void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
  * clean extents once it is done, with no base read of their own.  Returns
  * false (nothing started) if it cannot be done safely now.
  */
-bool tier__rfill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
-		       struct tier__ext *x);
+enum tier__rfill {
+	TIER__RF_STARTED = 0,
+	TIER__RF_NONE,       /* nothing to do, or no memory (counted in fill_failed) */
+	TIER__RF_BUSY,       /* another op runs or waits on o, or its copy is in doubt */
+	TIER__RF_UNSYNCED,   /* a base remove is not yet synced (it would need a barrier) */
+	TIER__RF_PARTIAL,    /* the read holds no whole extent the copy lacks */
+};
+enum tier__rfill tier__rfill_start(struct tier_engine *e, struct tier_image *img,
+				   struct tier__obj *o, struct tier__ext *x);
+/* Count a read fill refused for good (fill_skip_busy, _unsynced, _partial). */
+void tier__rfill_count(struct tier_engine *e, struct tier_image *img, enum tier__rfill r);
 /*
  * The read x that fed a read fill is done: result 0, its data is in x->buf;
  * -ENOENT, base holds no object (a hole: nothing is cached); else it failed.

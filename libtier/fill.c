@@ -122,6 +122,31 @@ uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o
 	return window_lacks(e, o, off, len, NULL, read ? read : &r);
 }
 
+/* Where the object's byte off sits in the job's buffer (sized to the fill: tier__job_buf). */
+static char *jbuf(const struct tier__job *j, uint64_t off)
+{
+	return (char *)j->buf + (off - j->boff);
+}
+
+/* A buffer from the first to the end of the last extent set in want. */
+static int job_span_buf(struct tier__job *j, const uint64_t *want)
+{
+	const struct tier_engine *e = j->e;
+	uint64_t fe = e->nbits, le = 0;
+
+	for (uint64_t i = 0; i < e->nbits; i++) {
+		if (!tier__bit(want, i))
+			continue;
+		if (fe == e->nbits)
+			fe = i;
+		le = i;
+	}
+	if (fe == e->nbits)
+		return -EINVAL;
+	return tier__job_buf(j, (uint32_t)(fe * e->p.extent_size),
+			     (uint32_t)(ext_end(e, j->obj, le) - fe * e->p.extent_size));
+}
+
 static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
 {
 	memset(op, 0, sizeof(*op));
@@ -200,7 +225,7 @@ static void fill_read(struct tier__job *j)
 		job_op(j, &j->ops[i], TIER_STORE_READ);
 		j->ops[i].off = off;
 		j->ops[i].len = len;
-		j->ops[i].buf = (char *)j->buf + off;
+		j->ops[i].buf = jbuf(j, off);
 		if (how == TIER__PR_FUA)
 			j->ops[i].flags = TIER_STORE_F_FUA;
 		tier__submit(e, e->base, &j->ops[i]);
@@ -259,7 +284,7 @@ static bool fill_write(struct tier__job *j)
 		job_op(j, &ops[j->nops], TIER_STORE_WRITE);
 		ops[j->nops].off = s * e->p.extent_size;
 		ops[j->nops].len = ext_end(e, o, i) - s * e->p.extent_size;
-		ops[j->nops].buf = (char *)j->buf + ops[j->nops].off;
+		ops[j->nops].buf = jbuf(j, ops[j->nops].off);
 		j->nops++;
 	}
 	o->flags |= TIER__OF_EXCL;
@@ -444,9 +469,11 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	if (!j)
 		goto nomem;
 	j->snap = calloc(3 * e->nwords, 8);   /* extents read, to write, new valid */
-	if (!j->snap || tier__job_obuf(j) < 0)
+	if (!j->snap)
 		goto nomem;
 	window_lacks(e, o, off, len, j->snap, &bytes);
+	if (job_span_buf(j, j->snap) < 0)
+		goto nomem;
 	n = read_runs(e, o, j->snap, NULL, &bytes);
 	j->ops = calloc(n, sizeof(*j->ops));
 	if (!j->ops)
@@ -503,33 +530,37 @@ static uint64_t read_blocks(const struct tier_engine *e, const struct tier__obj 
  * read's extents); a partly valid copy takes the fill's landing (the
  * object quiet, the extents still invalid, a guarded ordered SETMETA).
  */
-bool tier__rfill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
-		       struct tier__ext *x)
+enum tier__rfill tier__rfill_start(struct tier_engine *e, struct tier_image *img,
+				   struct tier__obj *o, struct tier__ext *x)
 {
 	bool absent = o->state == TIER__ABSENT;
 	enum tier__promote_read how;
 	struct tier__job *j;
 	uint64_t lacks;
 
-	if (!e->nwords || o->nrun || (!absent && !tier__obj_bits(o)) ||
+	if (!e->nwords || (!absent && !tier__obj_bits(o)))
+		return TIER__RF_NONE;
+	if (o->nrun ||
 	    (o->flags & (TIER__OF_FILLING | TIER__OF_FQUEUED | TIER__OF_PROMOTING |
 			 TIER__OF_PQUEUED | TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH |
 			 TIER__OF_VUNK | TIER__OF_STALE | TIER__OF_EXCL)))
-		return false;
+		return TIER__RF_BUSY;
 	how = tier__decide_promote_read(e->rm_gen[1] != e->rm_synced[1],
 					o->flags & TIER__OF_UNSYNC_B, o->nsync != 0);
 	if (how == TIER__PR_BARRIER_FIRST)
-		return false;
+		return TIER__RF_UNSYNCED;
 	lacks = read_blocks(e, o, x->off, x->len, NULL);
 	if (!lacks)
-		return false;
+		return TIER__RF_PARTIAL;
 	j = tier__job_new(e, TIER__J_FILL, img, o);
 	if (!j)
 		goto nomem;
 	j->snap = calloc(3 * e->nwords, 8);   /* extents read, to write, new valid */
-	if (!j->snap || tier__job_obuf(j) < 0)
+	if (!j->snap)
 		goto nomem;
 	read_blocks(e, o, x->off, x->len, j->snap);
+	if (job_span_buf(j, j->snap) < 0)
+		goto nomem;
 	/* the bytes it adds are admitted, not yet cached: they count as full */
 	j->len = lacks;
 	e->promoting_bytes += j->len;
@@ -544,11 +575,22 @@ bool tier__rfill_start(struct tier_engine *e, struct tier_image *img, struct tie
 	e->fills = j;
 	j->step = FILL_CLIENT;
 	x->rfill = how == TIER__PR_FUA ? 2 : 1;
-	return true;
+	return TIER__RF_STARTED;
 nomem:
 	tier__job_free(j);
 	tier__count(e, img, fill_failed, 1);
-	return false;
+	return TIER__RF_NONE;
+}
+
+void tier__rfill_count(struct tier_engine *e, struct tier_image *img, enum tier__rfill r)
+{
+	switch (r) {
+	case TIER__RF_BUSY: tier__count(e, img, fill_skip_busy, 1); break;
+	case TIER__RF_UNSYNCED: tier__count(e, img, fill_skip_unsynced, 1); break;
+	case TIER__RF_PARTIAL: tier__count(e, img, fill_skip_partial, 1); break;
+	case TIER__RF_STARTED:
+	case TIER__RF_NONE: break;
+	}
 }
 
 /* The new copy of a read fill: one WRITE of the read's extents, data and meta. */
@@ -573,7 +615,7 @@ static void rfill_create(struct tier__job *j)
 	j->op.flags = TIER_STORE_F_EXCL | TIER_STORE_F_META | TIER_STORE_F_ORDERED;
 	j->op.off = fe * es;
 	j->op.len = ext_end(e, o, le) - fe * es;
-	j->op.buf = (char *)j->buf + j->op.off;
+	j->op.buf = jbuf(j, j->op.off);
 	j->op.meta = j->meta;
 	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
 	j->op.version = j->version;
@@ -607,7 +649,7 @@ void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct ti
 	}
 	for (uint64_t i = 0; i < e->nbits; i++)
 		if (tier__bit(j->snap, i))
-			memcpy((char *)j->buf + i * es, x->buf + (i * es - x->off),
+			memcpy(jbuf(j, i * es), x->buf + (i * es - x->off),
 			       ext_end(e, o, i) - i * es);
 	if (j->rf_create) {
 		rfill_create(j);

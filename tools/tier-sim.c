@@ -757,6 +757,12 @@ GETTER(cache_b, ratio(r->cache.bytes[TIER_STORE_READ] + r->cache.bytes[TIER_STOR
 		      r->client_bytes))
 GETTER(promotions, r->st.promotions)
 GETTER(throttled, r->st.promote_throttled)
+GETTER(fills, r->st.fills)
+GETTER(fill_b, ratio(r->st.fill_bytes, r->client_bytes))
+GETTER(fskip_thr, r->st.fill_skip_throttled)
+GETTER(rf_busy, r->st.fill_skip_busy)
+GETTER(rf_unsynced, r->st.fill_skip_unsynced)
+GETTER(rf_partial, r->st.fill_skip_partial)
 GETTER(flushes, r->st.flushes)
 GETTER(evictions, r->st.evictions)
 GETTER(cached_obj, r->st.cached_objects)
@@ -804,6 +810,12 @@ static const struct row rows[] = {
 	{ "base ops/s", "base_iops", F_D1, get_base_iops },
 	{ "promotions", "promotions", F_U64, get_promotions },
 	{ "promote throttled", "promote_throttled", F_U64, get_throttled },
+	{ "fills", "fills", F_U64, get_fills },
+	{ "filled B/client B", "fill_per_byte", F_X, get_fill_b },
+	{ "fill throttled", "fill_skip_throttled", F_U64, get_fskip_thr },
+	{ "rfill refused busy", "fill_skip_busy", F_U64, get_rf_busy },
+	{ "rfill refused unsync", "fill_skip_unsynced", F_U64, get_rf_unsynced },
+	{ "rfill refused partial", "fill_skip_partial", F_U64, get_rf_partial },
 	{ "flushes", "flushes", F_U64, get_flushes },
 	{ "evictions", "evictions", F_U64, get_evictions },
 	{ "cached objects (end)", "cached_objects_end", F_U64, get_cached_obj },

@@ -27,6 +27,7 @@ extern "C" {
 	X(promotions) X(promote_bytes) X(promote_throttled) X(promote_failed)   \
 	X(fills) X(fill_bytes) X(fill_failed) X(fill_skip_cold)                 \
 	X(fill_skip_full) X(fill_skip_degraded) X(fill_skip_throttled)          \
+	X(fill_skip_busy) X(fill_skip_unsynced) X(fill_skip_partial)            \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial)              \
 	X(evictions) X(evict_bytes) X(evict_failed)
 #define TIER_ENGINE_COUNTERS(X)                                                 \

@@ -78,6 +78,12 @@ for name in ("tierd_agent_flush_mode", "tierd_agent_evict_mode"):
     assert sorted(vals) == [0, 0, 1], (name, vals)
 assert fams["tierd_request_duration_seconds"].type == "histogram"
 assert fams["tierd_requests"].type == "counter"
+# fills: the help names read fills and the throttled case, every result is a label
+doc = fams["tierd_fills"].documentation
+assert "read fill" in doc and "skipped_throttled" in doc, doc
+res = {s.labels["result"] for s in fams["tierd_fills"].samples if s.labels.get("image") == "disk"}
+assert res == {"ok", "failed", "skipped_cold", "skipped_full", "skipped_degraded",
+               "skipped_throttled", "skipped_busy", "skipped_unsynced", "skipped_partial"}, res
 assert 0 <= [s.value for s in fams["tierd_full_ratio"].samples][0] <= 1
 pools = {s.labels["pool"] for s in fams["tierd_pool_ops"].samples}
 assert pools == {"base", "cache"}, pools

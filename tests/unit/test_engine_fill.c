@@ -519,12 +519,15 @@ static void test_read_miss_fills_its_extents(void **state)
 	assert_int_equal(s.fill_failed, 0);
 	assert_int_equal(s.cached_objects, 1);
 	/* object 1, twice (admitted the second time): no whole extent in it, nothing to fill */
+	assert_int_equal(s.fill_skip_partial, 0);
 	env_check(v, model, OS + 9 * EXT + 100, 1000);
 	env_check(v, model, OS + 9 * EXT + 100, 1000);
 	env_pump(v);
 	s = env_stats(v);
 	assert_int_equal(s.fills, 2);
 	assert_int_equal(s.cached_objects, 1);
+	assert_int_equal(s.fill_skip_partial, 1);   /* the refusal is counted */
+	assert_int_equal(s.fill_skip_busy + s.fill_skip_unsynced, 0);
 	tier_engine_evict_all(v->e, NULL);
 	env_pump(v);
 	assert_int_equal(env_stats(v).cached_objects, 0);
@@ -566,11 +569,14 @@ static void test_read_fill_reads_base_durably(void **state)
 	/* object 1's base object removed (an uncached trim): no barrier, so no read fill */
 	assert_int_equal(env_io(v, TIER_REQ_TRIM, OS, OS, NULL, 0), 0);
 	memset(model + OS, 0, OS);
+	assert_int_equal(env_stats(v).fill_skip_unsynced, 0);
 	env_check(v, model, OS + 3 * EXT, EXT);
 	env_pump(v);
 	struct tier_stats s = env_stats(v);
 	assert_int_equal(s.fills, 1);
 	assert_int_equal(s.cached_objects, 1);
+	assert_int_equal(s.fill_skip_unsynced, 1);   /* counted */
+	assert_int_equal(s.fill_skip_busy + s.fill_skip_partial, 0);
 	/* and everything survives a cut after a FLUSH */
 	assert_int_equal(env_io(v, TIER_REQ_FLUSH, 0, 0, NULL, 0), 0);
 	env_kill_engine(v);
@@ -755,6 +761,50 @@ static void test_write_racing_read_fill_wins(void **state)
 	env_free(v);
 }
 
+/*
+ * A read fill refused because another op runs on the object is counted
+ * (fill_skip_busy): two reads of an uncached object sent together, read
+ * recency 1.  The first is cold (not admitted) and reads base; the second
+ * is admitted (the first put the object in the hitset), but a read fill
+ * beside a running op could cache bytes an earlier op changes, so it is
+ * refused.  Both reads return base's bytes and nothing is cached.
+ */
+static void test_read_fill_refused_busy_counted(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	uint8_t *model = calloc(1, ISZ), b1[EXT], b2[EXT];
+	struct sreq r1, r2;
+	(void)state;
+
+	ext_params(&p, 1);
+	struct env *v = env_new_vt(&p, &bm, NULL, true);
+	base_content(v, &p, model, 4);
+	for (uint64_t i = 0; i <= p.hit_set_count; i++)
+		rotate(v);
+	struct tier_stats s0 = env_stats(v);
+	submit(v, &r1, TIER_REQ_READ, 3 * OS + 5 * EXT, EXT, b1);
+	submit(v, &r2, TIER_REQ_READ, 3 * OS + 6 * EXT, EXT, b2);
+	env_pump(v);
+	assert_int_equal(r1.done + r2.done, 2);
+	assert_int_equal(r1.result, 0);
+	assert_int_equal(r2.result, 0);
+	assert_memory_equal(b1, model + 3 * OS + 5 * EXT, EXT);
+	assert_memory_equal(b2, model + 3 * OS + 6 * EXT, EXT);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.fills, s0.fills);
+	assert_int_equal(s.cached_objects, 0);
+	assert_int_equal(s.fill_skip_busy - s0.fill_skip_busy, 1);
+	assert_int_equal(s.fill_skip_unsynced + s.fill_skip_partial, 0);
+	/* alone, the same read is cached */
+	env_check(v, model, 3 * OS + 6 * EXT, EXT);
+	env_pump(v);
+	assert_int_equal(env_stats(v).fills, s0.fills + 1);
+	assert_int_equal(env_stats(v).cached_objects, 1);
+	free(model);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -770,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_read_fill_reads_base_durably),
 		cmocka_unit_test(test_read_fill_vouches_only_durable_bytes),
 		cmocka_unit_test(test_write_racing_read_fill_wins),
+		cmocka_unit_test(test_read_fill_refused_busy_counted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
