@@ -173,6 +173,45 @@ static void reply_bufs(struct nbd_req *r, uv_buf_t *bufs, unsigned *n)
 		bufs[(*n)++] = uv_buf_init(r->buf, r->count);
 }
 
+/*
+ * Write bufs to c's plain socket at once when nothing is queued before them
+ * (uv_try_write): no uv_write_t in libuv's queues, so no write callback one
+ * loop iteration later and no epoll_ctl (libuv re-arms the watcher after
+ * every completed uv_write: one syscall per reply at QD 1).  What the
+ * socket does not take goes through uv_write as before.  *sent says every
+ * byte is in the socket and cb will not run; TLS always goes through
+ * nbd__conn_write.
+ */
+static int conn_send(struct nbd_conn *c, uv_write_t *wr, const uv_buf_t *bufs, unsigned n,
+		     uv_write_cb cb, bool *sent)
+{
+	uv_buf_t rest[2 * NBD_GATHER_MAX];
+	size_t done;
+	unsigned i, k;
+	int rc;
+
+	*sent = false;
+	if (c->tls || n > 2 * NBD_GATHER_MAX)
+		return nbd__conn_write(c, wr, bufs, n, cb);
+	rc = uv_try_write(&c->h.stream, bufs, n);
+	if (rc == UV_EAGAIN)
+		return nbd__conn_write(c, wr, bufs, n, cb);
+	if (rc < 0)
+		return rc;
+	done = (size_t)rc;
+	for (i = 0; i < n && done >= bufs[i].len; i++)
+		done -= bufs[i].len;
+	if (i == n) {
+		*sent = true;
+		return 0;
+	}
+	for (k = 0; i < n; i++, k++)
+		rest[k] = bufs[i];
+	rest[0].base += done;
+	rest[0].len -= done;
+	return nbd__conn_write(c, wr, rest, k, cb);
+}
+
 /* Send c's queued replies, NBD_GATHER_MAX to a write. */
 static void conn_flush(struct nbd_conn *c)
 {
@@ -180,6 +219,7 @@ static void conn_flush(struct nbd_conn *c)
 		struct nbd_req *first = c->out_head, *last = NULL, *r = first;
 		uv_buf_t bufs[2 * NBD_GATHER_MAX];
 		unsigned n = 0, k = 0;
+		bool sent;
 		int rc;
 
 		for (; r && k < NBD_GATHER_MAX; r = r->out_next, k++) {
@@ -191,7 +231,7 @@ static void conn_flush(struct nbd_conn *c)
 			c->out_tail = NULL;
 		last->out_next = NULL;
 		first->wr.data = first;
-		rc = nbd__conn_write(c, &first->wr, bufs, n, batch_write_cb);
+		rc = conn_send(c, &first->wr, bufs, n, batch_write_cb, &sent);
 		if (rc < 0) {
 			nbd__conn_close(c, uv_strerror(rc));   /* drops the rest of the queue */
 			for (r = first; r; r = last) {
@@ -200,7 +240,14 @@ static void conn_flush(struct nbd_conn *c)
 			}
 			return;
 		}
-		c->writes_pending++;
+		if (!sent) {
+			c->writes_pending++;
+			continue;
+		}
+		for (r = first; r; r = last) {
+			last = r->out_next;
+			req_release(r);
+		}
 	}
 }
 
@@ -254,6 +301,7 @@ static void req_reply(struct nbd_req *r, uint32_t err)
 	struct nbd_server *s = c->s;
 	uv_buf_t bufs[2];
 	unsigned n = 0;
+	bool sent;
 	int rc;
 
 	if (c->closing) {
@@ -304,13 +352,16 @@ static void req_reply(struct nbd_req *r, uint32_t err)
 	}
 	reply_bufs(r, bufs, &n);
 	r->wr.data = r;
-	rc = nbd__conn_write(c, &r->wr, bufs, n, req_write_cb);
+	rc = conn_send(c, &r->wr, bufs, n, req_write_cb, &sent);
 	if (rc < 0) {
 		nbd__conn_close(c, uv_strerror(rc));
 		req_release(r);
 		return;
 	}
-	c->writes_pending++;
+	if (sent)
+		req_release(r);
+	else
+		c->writes_pending++;
 }
 
 void nbd__req_reply(struct nbd_req *r, uint32_t err)
