@@ -8,7 +8,9 @@
 # with its default thread count).  Runs are interleaved (tierd, nbdkit,
 # tierd, nbdkit, ...) BENCH_SAMPLES times so machine noise hits both alike;
 # the table gives the median IOPS of each, the ratio tierd / nbdkit, and the
-# median p50 latency.  Numbers go in docs/BENCHMARKS.md ("tierd against
+# median p50 latency, then each server's CPU time per request (user + system
+# of all its threads from the end of fio's 1 s ramp to the end of the run,
+# over the requests fio counted: the figure a loaded machine moves least).  Numbers go in docs/BENCHMARKS.md ("tierd against
 # nbdkit file").
 #
 # Environment (defaults in brackets): BUILD_DIR [./build-bench, configured as
@@ -140,9 +142,13 @@ stop_nbdkit() {
 	NPID=
 }
 
-# run_case CASE URI OUTFILE
+# cpu_ticks PID: the server's user + system time so far, all threads (clock ticks)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# run_case CASE URI OUTFILE SERVER_PID: also writes OUTFILE.cpu, the server's
+# CPU ticks over the measured part of the run (from the end of fio's ramp)
 run_case() {
-	local c=$1 uri=$2 out=$3 rw jobs qd
+	local c=$1 uri=$2 out=$3 spid=$4 rw jobs qd t0 t1
 	case "$c" in
 	rr*) rw=randread ;;
 	rw*) rw=randwrite ;;
@@ -157,7 +163,13 @@ run_case() {
 	"${NICE[@]}" fio --name="$c" --ioengine=nbd --uri="$uri" --rw="$rw" --bs=4k --iodepth="$qd" \
 		--numjobs="$jobs" --group_reporting --size="$SIZE" --time_based \
 		--runtime="$RUNTIME" --ramp_time=1 --randseed=7 \
-		--output-format=json --output="$out"
+		--output-format=json --output="$out" &
+	local fpid=$!
+	sleep 1
+	t0=$(cpu_ticks "$spid")
+	wait "$fpid"
+	t1=$(cpu_ticks "$spid")
+	echo "$((t1 - t0)) $(getconf CLK_TCK)" > "$out.cpu"
 }
 
 echo "machine: $(nproc) CPUs, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -170,14 +182,14 @@ for s in $(seq 1 "$SAMPLES"); do
 		name=${v%%=*}
 		start_tierd "$name" "${v#*=}"
 		for c in "${cases[@]}"; do
-			run_case "$c" "nbd+unix:///vol0?socket=$WORK/t/nbd.sock" "$OUT/$name.$c.$s.json"
+			run_case "$c" "nbd+unix:///vol0?socket=$WORK/t/nbd.sock" "$OUT/$name.$c.$s.json" "$TPID"
 		done
 		stop_tierd
 	done
 	if [ "$WITH_NBDKIT" = 1 ]; then
 		start_nbdkit
 		for c in "${cases[@]}"; do
-			run_case "$c" "nbd+unix://?socket=$WORK/nbdkit.sock" "$OUT/nbdkit.$c.$s.json"
+			run_case "$c" "nbd+unix://?socket=$WORK/nbdkit.sock" "$OUT/nbdkit.$c.$s.json" "$NPID"
 		done
 		stop_nbdkit
 	fi
@@ -195,6 +207,11 @@ def load(n, c, s):
     j = json.load(open(f"{out}/{n}.{c}.{s}.json"))["jobs"][0]
     d = j["read"] if c.startswith("rr") else j["write"]
     return d["iops"], d["clat_ns"]["percentile"]["50.000000"] / 1000.0
+def cpu_us(n, c, s):   # server CPU per request over the measured part
+    j = json.load(open(f"{out}/{n}.{c}.{s}.json"))["jobs"][0]
+    d = j["read"] if c.startswith("rr") else j["write"]
+    ticks, hz = map(int, open(f"{out}/{n}.{c}.{s}.json.cpu").read().split())
+    return ticks / hz * 1e6 / max(d["total_ios"], 1)
 ref = names[0]
 hdr = f"{'case':8}"
 for n in names:
@@ -211,6 +228,12 @@ for c in cases:
     for n in names[1:]:
         row += f" {med[ref] / med[n]:16.2f}"
     print(row)
+print("server CPU us per request (user + system, all threads; median):")
+print(f"{'case':8}" + "".join(f" {n:>12}" for n in names) + "".join(f" {ref + '/' + n:>16}" for n in names[1:]))
+for c in cases:
+    med = {n: statistics.median(cpu_us(n, c, s) for s in range(1, samples + 1)) for n in names}
+    print(f"{c:8}" + "".join(f" {med[n]:12.1f}" for n in names) +
+          "".join(f" {med[ref] / med[n]:16.2f}" for n in names[1:]))
 print("samples (IOPS):")
 for c in cases:
     for n in names:
