@@ -871,7 +871,7 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->transmission_timeout_ms = 30000;
 	c->shutdown_timeout_ms = 30000;
 	c->client_timeout_ms = 10000;
-	c->threads = 0;
+	c->threads = 1;
 	c->data_dir = xstrdup("/var/lib/tierd");
 	tier_devmodel_profile("hdd", &c->base_model);
 	tier_devmodel_profile("ssd", &c->cache_model);

@@ -1042,8 +1042,10 @@ static void warn_plaintext(struct tierd *d)
 /*
  * threads: 1 = the NBD server and the engine share the loop; more = the NBD
  * server gets a loop and thread of its own (daemon/nbd-thread.c).  0 = the
- * number of cores.  TIERD_THREADS in the environment overrides the file
- * (the test matrix runs the suites with 1 and 2).
+ * number of cores.  The default is 1: it costs half the CPU per request of
+ * 2 and was faster in most cases on a 2-core machine (docs/BENCHMARKS.md,
+ * "More than one core").  TIERD_THREADS in the environment overrides the
+ * file (the test matrix runs the suites with 1 and 2).
  */
 static unsigned thread_count(struct tierd *d)
 {
