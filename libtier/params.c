@@ -440,6 +440,20 @@ static void fmt_value(const struct pdesc *d, uint64_t v, char *out, size_t len)
 		snprintf(out, len, "%llu", (unsigned long long)v);
 }
 
+/* Append s to out[len] at *n, truncating (always NUL-terminated when len > 0). */
+static void append(char *out, size_t len, size_t *n, const char *s)
+{
+	size_t k = strlen(s);
+
+	if (*n + 1 < len) {
+		size_t room = len - *n - 1;
+
+		memcpy(out + *n, s, k < room ? k : room);
+		out[*n + (k < room ? k : room)] = '\0';
+	}
+	*n += k;
+}
+
 static void fmt_allowed(const struct pdesc *d, char *out, size_t len)
 {
 	char lo[32], hi[32];
@@ -499,15 +513,17 @@ int tier_params_set(struct tier_params *p, const char *key, const char *value,
 	int r;
 
 	if (!d) {
-		size_t n = (size_t)snprintf(err, errlen, "unknown tier parameter (allowed: ");
-		for (size_t i = 0; i < NELEM(table); i++)
-			n += (size_t)snprintf(err + (n < errlen ? n : errlen),
-					      n < errlen ? errlen - n : 0, "%s%s",
-					      i ? ", " : "", table[i].name);
-		snprintf(err + (n < errlen ? n : errlen), n < errlen ? errlen - n : 0, ")");
+		size_t n = 0;
+
+		append(err, errlen, &n, "unknown tier parameter (allowed: ");
+		for (size_t i = 0; i < NELEM(table); i++) {
+			if (i)
+				append(err, errlen, &n, ", ");
+			append(err, errlen, &n, table[i].name);
+		}
+		append(err, errlen, &n, ")");
 		return -ENOENT;
 	}
-	fmt_allowed(d, allowed, sizeof(allowed));
 	if (!value) {
 		r = -EINVAL;
 		goto out;
@@ -533,19 +549,17 @@ int tier_params_set(struct tier_params *p, const char *key, const char *value,
 		break;
 	}
 out:
-	if (r < 0)
+	if (r < 0) {
+		fmt_allowed(d, allowed, sizeof(allowed));
 		snprintf(err, errlen, "%s '%s' (allowed: %s)",
 			 r == -ERANGE ? "out of range" : "bad value", value ? value : "",
 			 allowed);
+	}
 	return r;
 }
 
-int tier_params_get(const struct tier_params *p, const char *key, char *out, size_t outlen)
+static void get_desc(const struct tier_params *p, const struct pdesc *d, char *out, size_t outlen)
 {
-	const struct pdesc *d = key ? find(key) : NULL;
-
-	if (!d)
-		return -ENOENT;
 	switch (d->kind) {
 	case K_ENUM: {
 		int v = enum_get(p, d);
@@ -560,6 +574,15 @@ int tier_params_get(const struct tier_params *p, const char *key, char *out, siz
 		fmt_value(d, u64_get(p, d), out, outlen);
 		break;
 	}
+}
+
+int tier_params_get(const struct tier_params *p, const char *key, char *out, size_t outlen)
+{
+	const struct pdesc *d = key ? find(key) : NULL;
+
+	if (!d)
+		return -ENOENT;
+	get_desc(p, d, out, outlen);
 	return 0;
 }
 
@@ -570,7 +593,7 @@ void tier_params_foreach(const struct tier_params *p,
 	char v[64];
 
 	for (size_t i = 0; i < NELEM(table); i++) {
-		tier_params_get(p, table[i].name, v, sizeof(v));
+		get_desc(p, &table[i], v, sizeof(v));
 		fn(arg, table[i].name, v);
 	}
 }

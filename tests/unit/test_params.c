@@ -276,8 +276,17 @@ static void test_ranges_and_errors(void **state)
 	assert_int_equal(tier_params_set(&p, "target_max_bytes", "1Q", err, sizeof(err)), -EINVAL);
 	assert_int_equal(tier_params_set(&p, "no_such_key", "1", err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "target_max_bytes"));
+	assert_true(strncmp(err, "unknown tier parameter (allowed: cache_mode, hit_set_type, ", 59) == 0);
+	assert_int_equal(err[strlen(err) - 1], ')');
 	char v[8];
 	assert_int_equal(tier_params_get(&p, "no_such_key", v, sizeof(v)), -ENOENT);
+	/* a short buffer gets the message cut, NUL-terminated */
+	memset(v, 'x', sizeof(v));
+	assert_int_equal(tier_params_set(&p, "no_such_key", "1", v, sizeof(v)), -ENOENT);
+	assert_string_equal(v, "unknown");
+	memset(v, 'x', sizeof(v));
+	assert_int_equal(tier_params_set(&p, "object_size", "3", v, sizeof(v)), -ERANGE);
+	assert_string_equal(v, "out of ");
 }
 
 static void test_cross_checks(void **state)
