@@ -51,6 +51,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HANG_MS 10000u
+#define HANG_TURNS 100u   /* waiting turns past HANG_MS: see pump_until */
 
 static struct {
 	bool ready;
@@ -162,18 +163,30 @@ static void cleanup(void)
  * client's writing and says whether it wants to write more (*busy): then
  * the loop must not block.  Otherwise UV_RUN_ONCE waits for the next event
  * or timer (the tick timer is always armed, so the deadline is checked at
- * least every 100 ms).
+ * least every 100 ms).  A hang is HANG_MS of wall time with no byte written
+ * by the client *and* HANG_TURNS turns that waited: a process starved of
+ * CPU (nice 19 on a loaded machine) sees the wall clock jump while its
+ * timers and the server's stall timeout fire late but together, in a few
+ * turns, so only a loop that really waits for an event that never comes
+ * gets there.
  */
 static void pump_until(bool (*cond)(void *, bool *busy), void *arg)
 {
-	uint64_t deadline;
+	uint64_t deadline, waits = 0;
 	bool busy = false;
 
 	uv_update_time(&G.loop);
 	deadline = uv_now(&G.loop) + HANG_MS;
 	while (!cond(arg, &busy)) {
-		uv_run(&G.loop, busy ? UV_RUN_NOWAIT : UV_RUN_ONCE);
-		if (uv_now(&G.loop) > deadline) {
+		if (busy) {
+			uv_run(&G.loop, UV_RUN_NOWAIT);
+			uv_update_time(&G.loop);
+			deadline = uv_now(&G.loop) + HANG_MS;   /* the client made progress */
+			waits = 0;
+			continue;
+		}
+		uv_run(&G.loop, UV_RUN_ONCE);
+		if (uv_now(&G.loop) > deadline && ++waits >= HANG_TURNS) {
 			fprintf(stderr, "fuzz_nbd: hang: %zu connection(s), %zu request(s) in flight, "
 				"engine %s\n", G.srv ? nbd_server_connections(G.srv) : 0,
 				G.srv ? nbd_server_in_flight(G.srv) : 0,
