@@ -48,7 +48,7 @@ static const struct desc descs[] = {
 	{"fill_skip_cold", "fills skipped: the object is cold"},
 	{"fill_skip_full", "fills skipped: the cache is full"},
 	{"fill_skip_degraded", "fills skipped: the cache pool is degraded"},
-	{"fill_skip_throttled", "fills skipped: over the promotion rate"},
+	{"fill_skip_throttled", "fills skipped: over the fills' budget (or the promotion rate)"},
 	{"fill_skip_busy", "read fills refused: another op on the object"},
 	{"fill_skip_unsynced", "read fills refused: a base remove not yet synced"},
 	{"fill_skip_partial", "read fills refused: the read holds no whole extent to cache"},

@@ -122,6 +122,55 @@ enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier
 }
 
 /*
+ * The cache-write budget of fills (Baleen's and CacheLib's idea: spend a
+ * bounded rate of SSD writes where they save the most HDD time).  A fill
+ * that reads base beyond the client's read only starts for a read miss
+ * the recency rule admits (the object was touched before: reuse) and, at
+ * the default fill_window, only while the copy's missing extents fit below
+ * cache_target_full_ratio (then it takes the whole object: spatial
+ * locality, room that evicts nothing); one-touch scattered extents never
+ * get one.  What it writes into the cache is paid from a budget that grows
+ * by fill_budget_pct percent of every byte clients read or write, banked
+ * up to four objects: fills add at most that share to the cache's write
+ * traffic and to base's reads, however fast or slow the clients are
+ * (Ceph's fixed 5 MiB/s promotion throttle let one whole-object fill
+ * through every 0.8 s whatever the load; it still guards promotions, and
+ * fills when fill_budget_pct is 0).  Read fills (the read's own extents)
+ * cost no base read and are not charged.
+ */
+double tier__decide_fill_budget_rate(const struct tier_params *p)
+{
+	return p->promote_granularity == TIER_GRAN_EXTENT ? (double)p->fill_budget_pct / 100.0 : 0;
+}
+
+double tier__decide_fill_budget_cap(const struct tier_params *p)
+{
+	return 4.0 * (double)p->object_size;
+}
+
+/*
+ * Where the budget goes: the whole object only with room for all of it
+ * (it evicts nothing) and signs of spatial locality, the read continuing a
+ * sequential stream (a scan, a file read through) or at least
+ * fill_locality_pct percent of the object valid already (read broadly);
+ * otherwise fill_window around the read (the default: the read's own
+ * extents).  A copy of a few scattered hot extents stays that: filling
+ * the rest of its object with room to spare looked free, but it filled
+ * the cache with cold extents that whole-object eviction then kept beside
+ * the hot ones (pareto@25%: 41.6% misses against 14.0% with the budget
+ * alone; even Ceph's 5 MiB/s trickle of such fills cost the small caches,
+ * pareto@10% 39.5% against 34.8%: docs/BENCHMARKS.md).
+ * fill_locality_pct 0: room alone (the rule before the budget).
+ */
+bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, uint64_t valid,
+			     uint64_t nbits)
+{
+	if (!fits)
+		return false;
+	return seq || valid * 100 >= p->fill_locality_pct * nbits;
+}
+
+/*
  * Reads never wait (but behind an exclusive op).  A cached copy that is not
  * being evicted serves what it holds: all of the piece (HIT), some of it
  * and base the rest (HIT_PARTIAL), or none, base reads only (EXTENT_MISS);

@@ -107,6 +107,23 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
 /* Fill a partly valid copy after a read that needed base?  Part of tier__decide. */
 enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier__dstate *s);
 
+/*
+ * The fills' cache-write budget (extent mode, fill_budget_pct > 0): bytes
+ * it gains per client byte, and the most it banks.  0: fills take the
+ * promotion throttle's tokens instead.
+ */
+double tier__decide_fill_budget_rate(const struct tier_params *p);
+double tier__decide_fill_budget_cap(const struct tier_params *p);
+
+/*
+ * Does a fill take the whole object (the rest of it) rather than its
+ * fill_window?  fits: every extent the copy lacks fits in the room below
+ * the full target; seq: the read continues a sequential stream; valid,
+ * nbits: the copy's valid extents and the object's.
+ */
+bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, uint64_t valid,
+			     uint64_t nbits);
+
 /* ---- the agent ---- */
 
 /* Why the agent passes over an object it was offered (coldest first). */

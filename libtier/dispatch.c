@@ -317,6 +317,31 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 }
 
 /*
+ * A sequential stream: the read x starts where one of the last 16 client
+ * reads ended (Linux's readahead asks the same).  A random read lands there
+ * by chance about never; a valid extent just before it would not do (at a
+ * copy's density d a random read finds one with probability d).
+ */
+static bool read_continues(const struct tier_engine *e, const struct tier__obj *o,
+			   const struct tier__ext *x)
+{
+	for (size_t i = 0; i < sizeof(e->streams) / sizeof(e->streams[0]); i++)
+		if (e->streams[i].key == o->key && e->streams[i].end == x->off && x->off)
+			return true;
+	return false;
+}
+
+static void read_remember(struct tier_engine *e, const struct tier__obj *o,
+			  const struct tier__ext *x)
+{
+	struct tier__stream *s = &e->streams[e->stream_next++ % (sizeof(e->streams) /
+								 sizeof(e->streams[0]))];
+
+	s->key = o->key;
+	s->end = x->off + x->len;
+}
+
+/*
  * The window a fill copies around the read x.  While every extent the copy
  * lacks fits below cache_target_full_ratio (admitted bytes included), all of
  * them: the room is free, and the rest of a hot object is the likeliest
@@ -331,10 +356,15 @@ static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 	uint64_t s, t;
 	double room = e->p.cache_target_full_ratio - tier__full_ratio(e);
 
-	if (w && w < tier__obj_len(e, o) && e->p.target_max_bytes &&
-	    (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL) <
-	    room * (double)e->p.target_max_bytes)
-		w = 0;
+	if (w && w < tier__obj_len(e, o) && e->p.target_max_bytes) {
+		bool fits = (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL) <
+			    room * (double)e->p.target_max_bytes;
+		bool seq = read_continues(e, o, x);
+
+		if (tier__decide_fill_whole(&e->p, fits, seq,
+					    tier__popcount(tier__obj_bits(o), e->nwords), e->nbits))
+			w = 0;
+	}
 	if (!w || w >= tier__obj_len(e, o)) {
 		*off = 0;
 		*len = tier__obj_len(e, o);
@@ -414,7 +444,8 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__
 		if (!window_beyond_read(e, o, x, off, len) &&
 		    tier__rfill_start(e, x->img, o, x) == TIER__RF_STARTED)
 			break;   /* the read brings all the window lacks */
-		if (tier__fill_tokens(e, x->img, read))   /* they guard base: what it reads */
+		/* the budget pays what it adds; the throttle guards base: what it reads */
+		if (tier__fill_tokens(e, x->img, read, tier__fill_bytes(e, o, off, len, NULL)))
 			queue_fill(e, o, x->img, off, len);
 		else   /* throttled: the read's own extents */
 			tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
@@ -432,6 +463,8 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 	q_pop(o, x);
 	o->nrun++;
 	x->pos = x->off;
+	if (x->req)
+		read_remember(e, o, x);
 	switch (route) {
 	case TIER__R_HIT:
 		tier__count(e, x->img, read_hits, 1);
@@ -1057,6 +1090,8 @@ int tier__ext_enqueue(struct tier_engine *e, struct tier_image *img, struct tier
 	x->buf = buf;
 	if (req)
 		req->pending++;
+	if (req && (type == TIER_REQ_READ || type == TIER_REQ_WRITE))
+		tier__fill_budget_earn(e, len);
 	e->exts_inflight++;
 	q_push_tail(o, x);
 	tier__obj_kick(e, o);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "libtier/decide.h"
 #include "libtier/engine_int.h"
 
 #define DEGRADE_MS 10000   /* cache pool errors: no admissions for this long */
@@ -353,6 +354,7 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 	e->tb_bytes = (double)(e->p.promote_max_bytes_sec > e->p.object_size ?
 			       e->p.promote_max_bytes_sec : e->p.object_size);
 	e->tb_objs = e->p.promote_max_objects_sec > 1 ? (double)e->p.promote_max_objects_sec : 1.0;
+	e->fb_bytes = tier__decide_fill_budget_cap(&e->p);
 	tier__hitsets_start_load(e);
 	*out = e;
 	return 0;

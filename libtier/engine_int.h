@@ -225,6 +225,10 @@ struct tier_engine {
 	struct tier_stats st;
 
 	double tb_bytes, tb_objs;       /* promotion token buckets */
+	double fb_bytes;                /* extent mode: the fills' cache-write budget (promote.c) */
+	struct tier__stream { uint64_t key; uint32_t end; } streams[16];   /* the last reads'
+					   ends: a read starting at one continues it (dispatch.c) */
+	unsigned stream_next;
 	uint64_t tb_last_ns;
 	uint64_t degraded_until_ms;
 	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (dispatch.c) */
@@ -403,8 +407,15 @@ void tier__tokens_refill(struct tier_engine *e);
 /* Reserve bytes (and objects) admitted but not yet cached against the target. */
 void tier__resv_take(struct tier_engine *e, struct tier__ext *x, uint64_t bytes, bool obj);
 void tier__resv_put(struct tier_engine *e, struct tier__ext *x);
-/* The throttle for a fill reading `bytes` from base (counts fill_skip_throttled). */
-bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes);
+/*
+ * May a fill that reads `read` bytes from base and adds `add` bytes to the
+ * cache start?  The cache-write budget (fill_budget_pct, extent mode) or
+ * else the promotion throttle; counts fill_skip_throttled when not.
+ */
+bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t read,
+		       uint64_t add);
+/* A client read or write of `bytes`: the fills' budget grows by its share. */
+void tier__fill_budget_earn(struct tier_engine *e, uint64_t bytes);
 /*
  * The base name barrier of a promotion or a fill (removes not yet covered
  * by one): submit it on op (gen: where the rm_gen it covers is kept), and

@@ -82,11 +82,33 @@ bool tier__promote_tokens(struct tier_engine *e, struct tier_image *img, uint64_
 	return false;
 }
 
-/* A fill (fill.c) copies from base like a promotion: the same buckets. */
-bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t bytes)
+void tier__fill_budget_earn(struct tier_engine *e, uint64_t bytes)
 {
-	if (tokens_take(e, bytes))
+	double rate = tier__decide_fill_budget_rate(&e->p), cap = tier__decide_fill_budget_cap(&e->p);
+
+	if (rate <= 0)
+		return;
+	e->fb_bytes += rate * (double)bytes;
+	if (e->fb_bytes > cap)
+		e->fb_bytes = cap;
+}
+
+/*
+ * A fill (fill.c) pays what it writes into the cache from the fills'
+ * budget (decide.c), or, with none, copies from base like a promotion:
+ * the same buckets.
+ */
+bool tier__fill_tokens(struct tier_engine *e, struct tier_image *img, uint64_t read,
+		       uint64_t add)
+{
+	if (tier__decide_fill_budget_rate(&e->p) > 0) {
+		if (e->fb_bytes >= (double)add) {
+			e->fb_bytes -= (double)add;
+			return true;
+		}
+	} else if (tokens_take(e, read)) {
 		return true;
+	}
 	tier__count(e, img, fill_skip_throttled, 1);
 	return false;
 }

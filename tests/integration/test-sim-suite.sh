@@ -1,9 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # tests/integration/test-sim-suite.sh - a bounded run of deploy/sim-suite.sh
-# (5 workloads, one cache size, 7 policies, 20k requests each) through the
+# (5 workloads, one cache size, 8 policies, 20k requests each) through the
 # real tier-sim: the table and the goals print, every CSV row is sane (OPT
-# never misses more than LRU, ratios in range, memory measured), `--policy
+# never misses more than LRU, ratios in range, memory measured), the
+# default's cache-write budget (fills of sequential streams) beats the rule
+# before it on the scan (hotscan: fewer misses, less base time), `--policy
 # default` is exactly the tierd preset, and the MSR and blkparse readers
 # replay small inline traces.  SIM = the tier-sim binary.
 set -euo pipefail
@@ -14,7 +16,7 @@ trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 SUITE_OPS=20000 SUITE_CACHES=10 SUITE_WORKLOADS="zipf1.1 hotscan loop log vms" \
-SUITE_POLICIES="obj-hitset:promote-always,obj-lru:promote-always+evict_policy=lru,obj-arc:promote-always+evict_policy=arc,default,ext-lru:default+evict_policy=lru,ext-arc-tlfu:default+evict_policy=arc+admission=tinylfu,ext-w0:default+fill_window=0" \
+SUITE_POLICIES="obj-hitset:promote-always,obj-lru:promote-always+evict_policy=lru,obj-arc:promote-always+evict_policy=arc,default,ext-lru:default+evict_policy=lru,ext-arc-tlfu:default+evict_policy=arc+admission=tinylfu,ext-w0:default+fill_window=0,ext-rule0:default+fill_budget_pct=0+fill_locality_pct=0" \
 	"$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/suite" >"$T/table.md" || fail "sim-suite.sh failed"
 cat "$T/table.md"
 for w in zipf1.1 hotscan loop log vms; do
@@ -37,7 +39,14 @@ for p in sys.argv[1:]:
         assert g("ops") == 18000, where          # 20000 less the 10% warm-up
         assert g("mem_per_object") > 0 and g("base_busy_s") >= 0, where
         assert g("cache_write_per_byte") > 0, where
-assert n == 5 * 7, n
+assert n == 5 * 8, n
+# the budget's whole-object fills of a scan's objects: fewer misses and less
+# base time than the promotion throttle's trickle (the rule before)
+rows = {r["policy"]: r for p in sys.argv[1:] for r in csv.DictReader(open(p))
+        if r["workload"] == "hotscan@10%"}
+d, o = rows["default"], rows["ext-rule0"]
+assert float(d["miss"]) < 0.8 * float(o["miss"]), (d["miss"], o["miss"])
+assert float(d["base_busy_s"]) < float(o["base_busy_s"]), (d["base_busy_s"], o["base_busy_s"])
 PY
 
 # --policy default is the tierd preset, and tier-sim's defaults

@@ -490,6 +490,38 @@ static struct tier__agent_view av(int state, unsigned flags, bool busy, bool img
 					  .age_ms = age };
 }
 
+/* The fills' cache-write budget: a share of client bytes in extent mode, none in object mode. */
+static void test_fill_budget(void **state)
+{
+	struct tier_params p;
+	(void)state;
+
+	tier_params_default(&p);
+	assert_int_equal(p.fill_budget_pct, 100);
+	assert_true(tier__decide_fill_budget_rate(&p) == 1.0);
+	assert_true(tier__decide_fill_budget_cap(&p) == 4.0 * (double)p.object_size);
+	p.fill_budget_pct = 250;
+	assert_true(tier__decide_fill_budget_rate(&p) == 2.5);
+	p.fill_budget_pct = 0;   /* fills take the promotion throttle's tokens */
+	assert_true(tier__decide_fill_budget_rate(&p) == 0);
+	p.fill_budget_pct = 100;
+	p.promote_granularity = TIER_GRAN_OBJECT;   /* promotions: the throttle */
+	assert_true(tier__decide_fill_budget_rate(&p) == 0);
+
+	/* the whole object: room for it, and a stream or a quarter of it valid */
+	tier_params_default(&p);
+	assert_int_equal(p.fill_locality_pct, 25);
+	assert_false(tier__decide_fill_whole(&p, false, true, 1024, 1024));   /* no room */
+	assert_true(tier__decide_fill_whole(&p, true, true, 1, 1024));        /* a stream */
+	assert_false(tier__decide_fill_whole(&p, true, false, 255, 1024));    /* scattered */
+	assert_true(tier__decide_fill_whole(&p, true, false, 256, 1024));     /* dense */
+	p.fill_locality_pct = 100;   /* streams only */
+	assert_false(tier__decide_fill_whole(&p, true, false, 1023, 1024));
+	assert_true(tier__decide_fill_whole(&p, true, true, 0, 1024));
+	p.fill_locality_pct = 0;     /* room alone (the rule before) */
+	assert_true(tier__decide_fill_whole(&p, true, false, 0, 1024));
+}
+
 static void test_agent_choice(void **state)
 {
 	struct tier_params p;
@@ -729,6 +761,7 @@ int main(void)
 		cmocka_unit_test(test_route_table),
 		cmocka_unit_test(test_route_sweep),
 		cmocka_unit_test(test_fill_choice),
+		cmocka_unit_test(test_fill_budget),
 		cmocka_unit_test(test_agent_choice),
 		cmocka_unit_test(test_agent_modes),
 		cmocka_unit_test(test_agent_budgets),

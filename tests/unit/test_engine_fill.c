@@ -35,6 +35,9 @@ static void ext_params(struct tier_params *p, unsigned read_recency)
 	env_params(p);
 	p->promote_granularity = TIER_GRAN_EXTENT;
 	p->min_read_recency_for_promote = read_recency;
+	/* the fill mechanics: room alone widens a fill, no budget (tests of those set them) */
+	p->fill_budget_pct = 0;
+	p->fill_locality_pct = 0;
 }
 
 /* Base holds objects 0..n-1 written in proxy mode (seed 5), then p applies. */
@@ -210,6 +213,7 @@ static void test_full_or_throttled_skips(void **state)
 	/* throttled: the byte bucket starts with one object and never refills here */
 	ext_params(&p, 0);
 	p.promote_max_bytes_sec = 1;
+	p.fill_budget_pct = 0;   /* no cache-write budget: fills take the throttle's tokens */
 	v = env_new(&p);
 	base_content(v, &p, model, 2);
 	assert_int_equal(env_write(v, 0, EXT, 6), 0);
@@ -762,6 +766,119 @@ static void test_write_racing_read_fill_wins(void **state)
 }
 
 /*
+ * The fills' cache-write budget (fill_budget_pct, extent mode): it banks
+ * four objects at most and grows by its share of client bytes.  With room,
+ * a read of a partly valid copy fills the whole object, paid from it: four
+ * such fills drain the bank, the fifth is refused (fill_skip_throttled; the
+ * read's own extent still fills from the read), and once clients have read
+ * two more objects' worth the next one goes.  The promotion throttle is off
+ * here: only the budget can refuse.
+ */
+static void test_fill_budget_pays_fills(void **state)
+{
+	struct tier_params p;
+	uint8_t *model = calloc(1, ISZ);
+	struct tier_stats s;
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;
+	struct env *v = env_new(&p);
+	base_content(v, &p, model, 8);   /* 8 objects of client writes: the bank is full */
+	for (uint64_t o = 0; o < 5; o++) {
+		/* one extent written: a partly valid copy; a read of another fills it */
+		assert_int_equal(env_write(v, o * OS, EXT, 6 + o), 0);
+		model_write(model, o * OS, EXT, 6 + o);
+		env_check(v, model, o * OS + 8 * EXT, EXT);
+		env_pump(v);
+		s = env_stats(v);
+		assert_int_equal(s.fill_skip_throttled, o < 4 ? 0 : 1);
+		assert_int_equal(s.cached_bytes, o < 4 ? (o + 1) * OS : 4 * OS + 2 * EXT);
+	}
+	assert_int_equal(s.fills, 5);   /* four whole-object fills and one read fill */
+	/* clients read two objects (hits): the budget earns them */
+	env_check(v, model, 0, 2 * OS);
+	env_check(v, model, 4 * OS + 12 * EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.fill_skip_throttled, 1);
+	assert_int_equal(s.cached_bytes, 5 * OS);
+	env_check(v, model, 0, ISZ);
+	env_free(v);
+
+	/* 0: no budget, the promotion throttle (off here) lets every fill through */
+	p.fill_budget_pct = 0;
+	v = env_new(&p);
+	memset(model, 0, ISZ);
+	base_content(v, &p, model, 8);
+	for (uint64_t o = 0; o < 6; o++) {
+		assert_int_equal(env_write(v, o * OS, EXT, 6 + o), 0);
+		model_write(model, o * OS, EXT, 6 + o);
+		env_check(v, model, o * OS + 8 * EXT, EXT);
+		env_pump(v);
+	}
+	s = env_stats(v);
+	assert_int_equal(s.fill_skip_throttled, 0);
+	assert_int_equal(s.cached_bytes, 6 * OS);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/*
+ * Where the budget goes (fill_locality_pct, default 25): with room below
+ * the target, a read of a partly valid copy takes the rest of the object
+ * only if it continues a sequential stream (it starts where a recent read
+ * ended) or a quarter of the object is valid already; a scattered read
+ * caches just its own extent (a read fill, no base read of its own), even
+ * with the promotion throttle's tokens to spare.
+ */
+static void test_fill_goes_where_locality_is(void **state)
+{
+	struct tier_params p;
+	uint8_t *model = calloc(1, ISZ);
+	struct tier_stats s;
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;
+	p.fill_locality_pct = 25;
+	struct env *v = env_new(&p);
+	base_content(v, &p, model, 8);
+	/* scattered: extents 0 then 9 of object 0: two extents cached, no more */
+	env_check(v, model, 0, EXT);
+	env_check(v, model, 9 * EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 2 * EXT);
+	assert_int_equal(s.fill_bytes, 2 * EXT);
+	/* sequential: object 1's extent 0, then 1 (where the read ended): the whole object */
+	env_check(v, model, OS, EXT);
+	env_check(v, model, OS + EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 2 * EXT + OS);
+	/* dense: a quarter of object 2 written, then a scattered read fills the rest */
+	assert_int_equal(env_write(v, 2 * OS, OS / 4, 9), 0);
+	model_write(model, 2 * OS, OS / 4, 9);
+	env_check(v, model, 2 * OS + OS / 2 + 5 * EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 2 * EXT + 2 * OS);
+	/* just below a quarter: object 3 keeps its extents and the read's */
+	assert_int_equal(env_write(v, 3 * OS, OS / 4 - EXT, 10), 0);
+	model_write(model, 3 * OS, OS / 4 - EXT, 10);
+	env_check(v, model, 3 * OS + OS / 2 + 5 * EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 2 * EXT + 2 * OS + OS / 4);
+	assert_int_equal(s.fill_skip_throttled, 0);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/*
  * A read fill refused because another op runs on the object is counted
  * (fill_skip_busy): two reads of an uncached object sent together, read
  * recency 1.  The first is cold (not admitted) and reads base; the second
@@ -821,6 +938,8 @@ int main(void)
 		cmocka_unit_test(test_read_fill_vouches_only_durable_bytes),
 		cmocka_unit_test(test_write_racing_read_fill_wins),
 		cmocka_unit_test(test_read_fill_refused_busy_counted),
+		cmocka_unit_test(test_fill_budget_pays_fills),
+		cmocka_unit_test(test_fill_goes_where_locality_is),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
