@@ -22,11 +22,23 @@
 # mode], BENCH_LAYOUT [mkpool, or nbd], BENCH_RESTARTS [1: timed restarts],
 # BENCH_VERIFY [0: 1 also reads the whole image back through NBD and checks
 # every block, and checks the counts tierd reports against the layout's],
-# BENCH_NICE [empty; e.g. -10 starts tierd at that nice level (root)], TIERD
+# BENCH_NICE [empty; e.g. -10 starts tierd at that nice level (root); with
+# the kernel's autogroups (sched_autogroup_enabled) a nice level only ranks
+# processes of one session, so the script then runs in a session of its own
+# whose autogroup gets that nice level too], TIERD
 # [the build's daemon/tierd; another binary to compare], TIERCTL, MKPOOL
 # [the build's], BENCH_NO_BUILD [empty; 1: use TIERD, TIERCTL and MKPOOL as
 # they are (the test suite)].
 set -euo pipefail
+# a nice level counts against other sessions only through the autogroup's
+if [ -n "${BENCH_NICE:-}" ] && [ -z "${BENCH_OWN_SESSION:-}" ] &&
+	[ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+	BENCH_OWN_SESSION=1 exec setsid --wait bash "$0" "$@"
+fi
+if [ -n "${BENCH_OWN_SESSION:-}" ]; then
+	echo "$BENCH_NICE" 2>/dev/null > /proc/self/autogroup ||
+		echo "bench-metadata: could not set the session's autogroup to nice $BENCH_NICE" >&2
+fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
@@ -116,7 +128,7 @@ get() {   # perf dump field (a gauge or a top-level one)
 	echo "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin)["tierd"]; print(d[sys.argv[1]])' "$2"
 }
 
-echo "machine: $(nproc) CPUs, $(uname -sr); tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo +dirty); $N objects of $OSZ B (extent $ESZ) on $DIR, ulimit -n $(ulimit -n), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) CPUs, $(uname -sr); tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo +dirty); $N objects of $OSZ B (extent $ESZ) on $DIR, ulimit -n $(ulimit -n), load $(cut -d' ' -f1-3 /proc/loadavg), $(cat /proc/self/autogroup 2>/dev/null || echo "no autogroup")"
 if [ "$LAYOUT" = mkpool ]; then
 	t0=$(now)
 	nobase=--no-base   # base matters only to the read-back

@@ -26,9 +26,21 @@
 # BENCH_NBDKIT [1: also run nbdkit], BENCH_NICE [empty; e.g. -10 runs the
 # servers and fio at that nice level (root), so that other load on a shared
 # machine disturbs the comparison less: a single-threaded server loses more
-# to competing threads than one with 16].  The first variant is the reference of
+# to competing threads than one with 16; with the kernel's autogroups
+# (sched_autogroup_enabled) a nice level only ranks processes of one
+# session, so the script then runs in a session of its own whose autogroup
+# gets that nice level too].  The first variant is the reference of
 # the ratio columns.
 set -euo pipefail
+# a nice level counts against other sessions only through the autogroup's
+if [ -n "${BENCH_NICE:-}" ] && [ -z "${BENCH_OWN_SESSION:-}" ] &&
+	[ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+	BENCH_OWN_SESSION=1 exec setsid --wait bash "$0" "$@"
+fi
+if [ -n "${BENCH_OWN_SESSION:-}" ]; then
+	echo "$BENCH_NICE" 2>/dev/null > /proc/self/autogroup ||
+		echo "bench-nbdkit: could not set the session's autogroup to nice $BENCH_NICE" >&2
+fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
@@ -174,7 +186,7 @@ run_case() {
 
 echo "machine: $(nproc) CPUs, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo +dirty), $(nbdkit --version), $(fio --version)"
-echo "image $SIZE on $DIR, ${RUNTIME}s per run, $SAMPLES samples, cases $CASES"
+echo "image $SIZE on $DIR, ${RUNTIME}s per run, $SAMPLES samples, cases $CASES, load $(cut -d' ' -f1-3 /proc/loadavg), $(cat /proc/self/autogroup 2>/dev/null || echo "no autogroup")"
 IFS=, read -ra cases <<< "$CASES"
 IFS=, read -ra pres <<< "$PRELOADS"
 for s in $(seq 1 "$SAMPLES"); do
