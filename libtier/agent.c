@@ -225,26 +225,54 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 	return started + n;
 }
 
+/*
+ * Take the victims the order hands out: whole, partly (their unreferenced
+ * clean extents) or not at all this time (a second chance), as
+ * tier__decide_evict_how says (evict_ext.c).  Second chances start
+ * nothing: ask again, a few rounds at most, so that a batch of them does
+ * not leave the cache over target until the next tick.
+ */
 static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 {
 	uint64_t budget = evict_budget(e), keys[AGENT_BATCH];
-	size_t n;
+	size_t n, total = 0;
 
-	if (e->agent_evicting >= budget)
-		return e->agent_evicting ? 1 : 0;
-	if (e->n_cached <= e->n_dirty && !e->p.agent_evict_dirty)
-		return 0;   /* nothing clean to evict */
-	n = e->pol->ops->coldest(e->pol, keys, slice(budget, e->agent_evicting), want_evict, a);
-	for (size_t i = 0; i < n; i++) {
-		struct tier__obj *o = tier__obj_find(e, keys[i]);
-		struct tier_image *img;
-		if (!o)
-			continue;
-		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
-		if (img)
-			tier__evict_start(e, img, o);
+	for (int round = 0; round < 4; round++) {
+		size_t again = 0;
+
+		if (e->agent_evicting >= budget)
+			return total ? total : e->agent_evicting ? 1 : 0;
+		if (e->n_cached <= e->n_dirty && !e->p.agent_evict_dirty)
+			return total;   /* nothing clean to evict */
+		n = e->pol->ops->coldest(e->pol, keys, slice(budget, e->agent_evicting), want_evict, a);
+		for (size_t i = 0; i < n; i++) {
+			struct tier__obj *o = tier__obj_find(e, keys[i]);
+			struct tier_image *img;
+			if (!o)
+				continue;
+			img = tier__image_by_id(e, TIER__KEY_ID(o->key));
+			if (!img)
+				continue;
+			switch (tier__evict_how(e, o, e->drain_evict)) {
+			case TIER__EVH_PARTIAL:
+				if (tier__evict_partial_start(e, img, o) == 0)
+					break;
+				tier__evict_again(e, o);
+				again++;
+				break;
+			case TIER__EVH_AGAIN:
+				tier__evict_again(e, o);
+				again++;
+				break;
+			default:
+				tier__evict_start(e, img, o);
+			}
+		}
+		total += n;
+		if (!n || again < n)
+			break;   /* jobs started (or nothing left): they run the agent again */
 	}
-	return n;
+	return total;
 }
 
 void tier__agent_run(struct tier_engine *e)

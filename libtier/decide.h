@@ -151,6 +151,22 @@ enum tier__skip tier__decide_flush(const struct tier_params *p, const struct tie
 enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tier__agent_view *v);
 
 /*
+ * Extent-aware eviction (extent mode, evict_extents): how the agent takes a
+ * victim the eviction order picked.  n_ref: its valid extents read or
+ * written since the agent last looked at it; n_drop: its clean valid
+ * extents not among them.
+ */
+enum tier__evict_how { TIER__EVH_WHOLE = 0, TIER__EVH_PARTIAL, TIER__EVH_AGAIN };
+struct tier__evict_view {
+	bool extents;          /* the copy has bitmaps (extent mode) */
+	bool clean;            /* CLEAN: a partial eviction may read base meanwhile */
+	bool drain;            /* an admin evict: everything goes */
+	uint64_t n_ref, n_drop;
+};
+enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
+					    const struct tier__evict_view *v);
+
+/*
  * The agent's modes from the ratios, with hysteresis against the current
  * ones: flush idle/low/high from the dirty ratio, evict idle/some/full from
  * the full ratio, and the evict effort in percent.  cache_mode none drains.

@@ -268,6 +268,8 @@ static void record_access(struct tier_engine *e, struct tier__obj *o, struct tie
 		tier__sketch_add(e->sk, o->key);
 	if (o->state != TIER__ABSENT)
 		tier__obj_policy_access(e, o);
+	if (x->type == TIER_REQ_READ || x->type == TIER_REQ_WRITE)
+		tier__obj_reference(e, o, x->off, x->len);   /* extent-aware eviction */
 }
 
 static bool range_all_valid(const struct tier_engine *e, const struct tier__obj *o,

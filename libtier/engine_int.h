@@ -67,8 +67,9 @@ struct tier__elog {
 
 /*
  * One object of the map: 40 bytes, in the engine's slab (objmap.c) with its
- * bitmaps right behind it in extent mode (2 x nwords words: 16 bytes an
- * object at up to 64 extents), chained by 32-bit slab indices.  Entries
+ * bitmaps right behind it (valid and dirty, nwords words each, and when the
+ * engine was created in extent mode the reference bits of evict_ext.c: 24
+ * bytes an object at up to 64 extents), chained by 32-bit slab indices.  Entries
  * never move, so pointers to them stay valid until tier__obj_release.  Its
  * length in the image is the object size but for a short last object
  * (TIER__OF_SHORT, tier__obj_len); the eviction policy's node lives in the
@@ -88,7 +89,11 @@ struct tier__obj {
 	uint8_t nsync;           /* sync jobs in flight (255: stuck there, see sync_one) */
 };
 
-/* Extent mode: valid[nwords] then dirty[nwords], or NULL (whole object, or none yet). */
+/*
+ * valid[nwords], dirty[nwords], then (e->refbits) ref[nwords]: extents read
+ * or written while valid since the agent last looked (evict_ext.c, memory
+ * only); or NULL (whole object, or none yet).
+ */
 static inline uint64_t *tier__obj_bits(const struct tier__obj *o)
 {
 	return (o->flags & TIER__OF_BITS) ? (uint64_t *)(void *)(uintptr_t)(o + 1) : NULL;
@@ -199,6 +204,7 @@ struct tier_engine {
 	size_t n_obufs;
 	uint32_t nbits;                 /* extents per object */
 	size_t nwords;
+	bool refbits;                   /* entries carry reference bits (extent mode at create) */
 	size_t meta_cap;                /* encoded meta size (extent mode) */
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
@@ -471,6 +477,19 @@ void tier__note_remove(struct tier_engine *e, struct tier_store *st, uint32_t fl
 void tier__flush_redirty(struct tier_engine *e, struct tier__obj *o, uint32_t off, uint32_t len);
 /* The object's cache write finished: a flush waiting to mark it goes on. */
 void tier__flush_resume(struct tier_engine *e, struct tier__obj *o);
+
+/* evict_ext.c: extent-aware eviction (extent mode, evict_extents) */
+/* A client read or write touched [off, off + len) of the cached o: its valid extents are referenced. */
+void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t off, uint32_t len);
+/*
+ * How the agent takes its victim o (tier__decide_evict_how): the whole
+ * object, only its unreferenced clean extents (a partial eviction), or a
+ * second chance (nothing to drop: its reference bits are cleared, the
+ * policy sees it as used).
+ */
+int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain);
+int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
+void tier__evict_again(struct tier_engine *e, struct tier__obj *o);
 
 /* agent.c */
 void tier__agent_run(struct tier_engine *e);

@@ -31,7 +31,8 @@ static inline struct tier__obj *slot(const struct tier_engine *e, uint32_t idx1)
 
 int tier__map_init(struct tier_engine *e)
 {
-	e->obj_size = sizeof(struct tier__obj) + 2 * e->nwords * sizeof(uint64_t);
+	e->refbits = e->p.promote_granularity == TIER_GRAN_EXTENT;   /* evict_ext.c */
+	e->obj_size = sizeof(struct tier__obj) + (e->refbits ? 3 : 2) * e->nwords * sizeof(uint64_t);
 	e->ht_mask = 1023;
 	e->ht = calloc(e->ht_mask + 1, sizeof(*e->ht));
 	return e->ht ? 0 : -ENOMEM;
@@ -222,7 +223,7 @@ int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o)
 		return 0;
 	if (!e->nwords)
 		return -EINVAL;
-	memset(o + 1, 0, 2 * e->nwords * sizeof(uint64_t));
+	memset(o + 1, 0, (e->refbits ? 3 : 2) * e->nwords * sizeof(uint64_t));   /* valid, dirty, ref */
 	o->flags |= TIER__OF_BITS;
 	return 0;
 }

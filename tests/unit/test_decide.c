@@ -575,6 +575,36 @@ static void test_agent_choice(void **state)
 	assert_string_equal(tier__skip_name(TIER__SKIP_HOT), "hot");
 }
 
+/* Extent-aware eviction: whole, partial (clean only) or a second chance. */
+static void test_evict_how(void **state)
+{
+	struct tier_params p;
+	struct tier__evict_view v = { .extents = true, .clean = true, .n_ref = 3, .n_drop = 5 };
+
+	(void)state;
+	tier_params_default(&p);
+	assert_int_equal(p.evict_extents, 1);
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_PARTIAL);
+	v.n_drop = 0;                           /* every valid extent referenced */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
+	v.n_drop = 5;
+	v.clean = false;                        /* dirty: reads would go to base meanwhile */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
+	v.n_ref = 0;                            /* nothing referenced since the last look */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.clean = true;
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.n_ref = 3;
+	v.drain = true;                         /* an admin evict */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.drain = false;
+	v.extents = false;                      /* object mode */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.extents = true;
+	p.evict_extents = 0;
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+}
+
 static void test_agent_modes(void **state)
 {
 	struct tier_params p;
@@ -764,6 +794,7 @@ int main(void)
 		cmocka_unit_test(test_fill_budget),
 		cmocka_unit_test(test_agent_choice),
 		cmocka_unit_test(test_agent_modes),
+		cmocka_unit_test(test_evict_how),
 		cmocka_unit_test(test_agent_budgets),
 		cmocka_unit_test(test_durability_choices),
 		cmocka_unit_test(test_obj_check),

@@ -496,6 +496,276 @@ static void test_hitset_archive_trim_reload(void **state)
 	env_free(v);
 }
 
+/* ---- extent-aware eviction (evict_ext.c) ---- */
+
+#define XS 4096ull                 /* extent size of these tests: 16 extents an object */
+
+/* The cache pool's bytes of object objno, straight from the store (instant stores). */
+static int cache_raw(struct env *v, uint64_t objno, uint64_t off, uint64_t len, void *buf)
+{
+	struct tier_store_op op;
+	int done = 0;
+
+	memset(&op, 0, sizeof(op));
+	op.opcode = TIER_STORE_READ;
+	snprintf(op.oid, sizeof(op.oid), "rbd_data.test.%016llx", (unsigned long long)objno);
+	op.off = off;
+	op.len = len;
+	op.buf = buf;
+	op.priv = &done;
+	op.cb = stat_cb;
+	assert_int_equal(tier_store_submit(v->cache, &op), 0);
+	while (!done)
+		tier_cq_drain(v->cq);
+	return op.result;
+}
+
+/*
+ * Object 0 whole in the cache and clean (written, flushed), extents 0-3
+ * read since (referenced), 4-15 not; the target is large.
+ */
+static struct env *pe_setup(struct tier_params *p, bool on, bool vt)
+{
+	struct env *v;
+	uint8_t b[4 * XS];
+
+	*p = agent_params();
+	p->promote_granularity = TIER_GRAN_EXTENT;
+	p->target_max_objects = 0;
+	p->target_max_bytes = 64 * OS;
+	p->cache_min_evict_age = 0;
+	p->evict_extents = on;
+	v = vt ? env_new_vt(p, NULL, NULL, true) : env_new(p);
+	assert_int_equal(env_write(v, 0, OS, 1), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).dirty_objects, 0);
+	assert_int_equal(env_stats(v).cached_bytes, OS);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, sizeof(b), b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, 1);
+	return v;
+}
+
+static void check_obj0(struct env *v)
+{
+	uint8_t *b = malloc(OS), *want = malloc(OS);
+
+	fill(want, OS, 1);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
+	assert_memory_equal(b, want, OS);
+	free(b);
+	free(want);
+}
+
+/*
+ * Over target, the victim loses only its clean extents nobody read since:
+ * the record (the cache's meta) and the engine's counts say so, the
+ * extents kept are still hits, the dropped ones read from base, right.
+ * With evict_extents = 0 the whole object goes, as before.
+ */
+static void partial_keeps_referenced(bool on)
+{
+	struct tier_params p;
+	struct env *v = pe_setup(&p, on, false);
+	struct tier_meta m;
+	uint64_t words[2] = { 0 };
+	uint8_t b[4 * XS];
+	struct tier_stats s;
+
+	p.target_max_bytes = OS;                 /* full ratio 1.0: evict */
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	s = env_stats(v);
+	if (!on) {
+		assert_int_equal(s.evictions, 1);
+		assert_int_equal(s.evict_partial, 0);
+		assert_int_equal(s.cached_objects, 0);
+		assert_int_equal(cache_meta(v, 0, &m, words, 1), -1);
+		check_obj0(v);
+		env_free(v);
+		return;
+	}
+	assert_int_equal(s.evictions, 0);
+	assert_int_equal(s.evict_partial, 1);
+	assert_int_equal(s.evict_partial_bytes, 12 * XS);
+	assert_int_equal(s.cached_objects, 1);
+	assert_int_equal(s.cached_bytes, 4 * XS);
+	assert_true(s.full_ratio_ppm < 800000);  /* under target: the agent stopped */
+	assert_true(cache_meta(v, 0, &m, words, 1) >= 0);
+	assert_int_equal(words[0], 0xf);         /* the record lists extents 0-3 only */
+	assert_int_equal(words[1], 0);
+	/* the kept extents are hits; the dropped ones come from base, right */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, sizeof(b), b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, 2);
+	{
+		uint64_t misses = env_stats(v).read_misses;
+		uint8_t *x = malloc(OS), *want = malloc(OS);
+
+		fill(want, OS, 1);
+		assert_int_equal(env_io(v, TIER_REQ_READ, 4 * XS, OS - 4 * XS, x, 0), 0);
+		assert_memory_equal(x, want + 4 * XS, OS - 4 * XS);
+		assert_int_equal(env_stats(v).read_misses, misses + 1);
+		free(x);
+		free(want);
+	}
+	check_obj0(v);
+	env_free(v);
+}
+
+static void test_partial_eviction_keeps_referenced(void **state)
+{
+	(void)state;
+	partial_keeps_referenced(true);
+	partial_keeps_referenced(false);
+}
+
+/*
+ * A DIRTY victim is never partly evicted (a read during an eviction goes to
+ * base, which lacks its dirty extents): referenced, it gets a second
+ * chance; then, unreferenced, it is flushed and evicted whole
+ * (agent_evict_dirty), and the dirty extent reads back as written.
+ */
+static void test_partial_eviction_spares_dirty(void **state)
+{
+	struct tier_params p;
+	struct env *v = pe_setup(&p, true, false);
+	struct tier_stats s;
+	uint8_t *b = malloc(OS), *want = malloc(OS);
+	(void)state;
+
+	assert_int_equal(env_write(v, 5 * XS, XS, 7), 0);   /* extent 5 dirty */
+	assert_int_equal(env_stats(v).dirty_objects, 1);
+	p.target_max_bytes = OS;
+	p.cache_target_dirty_ratio = 1.0;        /* the agent does not flush by itself */
+	p.cache_target_dirty_high_ratio = 1.0;
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	s = env_stats(v);
+	assert_true(s.evict_again >= 1);
+	assert_int_equal(s.evict_partial, 0);
+	assert_int_equal(s.evictions, 1);        /* flushed, then evicted whole */
+	assert_true(s.flushes >= 2);
+	fill(want, OS, 1);
+	fill(want + 5 * XS, XS, 7);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
+	assert_memory_equal(b, want, OS);
+	free(b);
+	free(want);
+	env_free(v);
+}
+
+/*
+ * Writes racing a partial eviction of their object: one submitted while
+ * its SETMETA runs, one while its ZEROs of the dropped extents run (virtual
+ * time: ops complete only when the clock moves).  Both wait for it and land
+ * after it: neither is zeroed, both read back, the record lists them.
+ */
+static void test_write_racing_partial_eviction(void **state)
+{
+	struct tier_params p;
+	struct env *v = pe_setup(&p, true, true);
+	struct sreq w1 = { 0 }, w2 = { 0 };
+	uint8_t *d1 = malloc(XS), *d2 = malloc(XS), *b = malloc(OS), *want = malloc(OS);
+	struct tier_meta m;
+	uint64_t words[2] = { 0 };
+	(void)state;
+
+	fill(d1, XS, 21);
+	fill(d2, XS, 22);
+	p.target_max_bytes = OS;
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	tier_cq_drain(v->cq);
+	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);   /* its SETMETA is pending */
+	assert_int_equal(env_stats(v).evict_partial, 0);
+	w1.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 6 * XS, .len = XS, .buf = d1,
+				      .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(v->img, &w1.r), 0);
+	tier_cq_drain(v->cq);
+	assert_int_equal(w1.done, 0);            /* it waits */
+	/* the SETMETA lands: the extents are dropped from the map, the ZEROs go out */
+	for (int i = 0; i < 100 && !env_stats(v).evict_partial; i++) {
+		assert_true(env_vt_step(v));
+		tier_cq_drain(v->cq);
+	}
+	assert_int_equal(env_stats(v).evict_partial, 1);
+	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);   /* the ZEROs run */
+	assert_int_equal(w1.done, 0);
+	w2.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 9 * XS, .len = XS, .buf = d2,
+				      .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(v->img, &w2.r), 0);
+	tier_cq_drain(v->cq);
+	assert_int_equal(w2.done, 0);
+	env_pump(v);
+	assert_int_equal(w1.done, 1);
+	assert_int_equal(w1.result, 0);
+	assert_int_equal(w2.done, 1);
+	assert_int_equal(w2.result, 0);
+	fill(want, OS, 1);
+	memcpy(want + 6 * XS, d1, XS);
+	memcpy(want + 9 * XS, d2, XS);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
+	assert_memory_equal(b, want, OS);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	env_kill_engine(v);                      /* a restart rebuilds from the record */
+	assert_int_equal(env_engine(v), 1);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
+	assert_memory_equal(b, want, OS);
+	(void)m;
+	(void)words;
+	free(d1);
+	free(d2);
+	free(b);
+	free(want);
+	env_free(v);
+}
+
+/*
+ * The record goes first: the process dies right after the first cache op of
+ * the partial eviction (every later op fails).  That op must have been the
+ * SETMETA: the record lists only the kept extents while the dropped
+ * extents' bytes are all still there (a ZERO first would leave a record
+ * vouching for zeros).  A fresh engine reads the image right.
+ */
+static void test_partial_eviction_record_first(void **state)
+{
+	struct tier_params p;
+	struct env *v = pe_setup(&p, true, false);
+	uint64_t clock = 0, words[2] = { 0 };
+	struct tier_store_stats st;
+	struct tier_meta m;
+	uint8_t *b = malloc(OS), *want = malloc(OS);
+	(void)state;
+
+	fill(want, OS, 1);
+	tier_store_mem_set_crash_clock(v->cache, &clock, 1);
+	p.target_max_bytes = OS;
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	assert_int_equal(env_stats(v).evict_partial, 1);
+	tier_store_get_stats(v->cache, &st);
+	assert_int_equal(clock, 1);              /* one op went through: the SETMETA */
+	assert_int_equal(st.errors[TIER_STORE_SETMETA], 0);
+	assert_int_equal(st.fua_ops[TIER_STORE_SETMETA], 1);   /* durable before any ZERO */
+	assert_int_equal(st.errors[TIER_STORE_ZERO], 1);       /* the ZERO of 4-15 came after, and died */
+	tier_store_mem_set_crash_clock(v->cache, NULL, 0);
+	assert_true(cache_meta(v, 0, &m, words, 1) >= 0);
+	assert_int_equal(words[0], 0xf);
+	assert_int_equal(cache_raw(v, 0, 0, OS, b), (int)OS);
+	assert_memory_equal(b, want, OS);        /* nothing zeroed before the record said so */
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	assert_int_equal(env_stats(v).cached_bytes, 4 * XS);
+	check_obj0(v);
+	free(b);
+	free(want);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -512,6 +782,10 @@ int main(void)
 		cmocka_unit_test(test_hot_object_flush_progresses),
 		cmocka_unit_test(test_dirty_victims_flushed_then_evicted),
 		cmocka_unit_test(test_hitset_archive_trim_reload),
+		cmocka_unit_test(test_partial_eviction_keeps_referenced),
+		cmocka_unit_test(test_partial_eviction_spares_dirty),
+		cmocka_unit_test(test_write_racing_partial_eviction),
+		cmocka_unit_test(test_partial_eviction_record_first),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

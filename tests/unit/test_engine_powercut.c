@@ -380,6 +380,7 @@ static const char *const kind_name[F_KINDS] = {
 struct verdict {
 	uint64_t runs, cuts, blocks;
 	uint64_t fills;            /* fills completed before the cuts, over all runs */
+	uint64_t partial;          /* partial evictions before the cuts, over all runs */
 	uint64_t bad_runs, kinds[F_KINDS];
 	char first[1024];
 	unsigned printed;
@@ -550,6 +551,7 @@ static uint64_t one_run(const struct pop *ops, size_t n, unsigned qd, enum tier_
 	tier_store_mem_set_crash_clock(R.v->cache, &R.clock, R.stop_at);
 	drive(&R, ops, n, qd);
 	vd->fills += env_stats(R.v).fills;
+	vd->partial += env_stats(R.v).evict_partial;
 	clock = R.clock;
 	env_kill_engine(R.v);
 	tier_store_mem_set_crash_clock(R.v->base, NULL, 0);
@@ -624,9 +626,10 @@ static void cut_everywhere(const char *name, const struct pop *ops, size_t n, un
 static void verdict_end(const char *what, struct verdict *vd)
 {
 	print_message("%s: %llu runs, %llu power cuts, %llu blocks verified, %llu fills, "
-		      "%llu failing runs\n", what, (unsigned long long)vd->runs,
-		      (unsigned long long)vd->cuts, (unsigned long long)vd->blocks,
-		      (unsigned long long)vd->fills, (unsigned long long)vd->bad_runs);
+		      "%llu partial evictions, %llu failing runs\n", what,
+		      (unsigned long long)vd->runs, (unsigned long long)vd->cuts,
+		      (unsigned long long)vd->blocks, (unsigned long long)vd->fills,
+		      (unsigned long long)vd->partial, (unsigned long long)vd->bad_runs);
 	for (int k = 0; k < F_KINDS; k++)
 		if (vd->kinds[k])
 			print_message("  %llu runs: %s\n", (unsigned long long)vd->kinds[k],
@@ -711,6 +714,29 @@ static const struct pop script_ops[] = {
 	{ P_READ, B(12, 2), 3, false },      /* a new copy of extents 2-4 */
 	{ P_WRITE, B(12, 4), 1, false },     /* over a clean filled extent */
 	{ P_READ, B(12, 1), 5, false },      /* adds extents 1, 5 */
+	/*
+	 * Extent mode: partial evictions (evict_extents).  Objects 13 and 14
+	 * whole and clean, blocks 0-2 of each read since (referenced); objects
+	 * 15 and 12 push the cache over target: the agent evicts those (never
+	 * read since they came) whole, then drops 13's clean extents nobody
+	 * read (a guarded FUA SETMETA, then ZEROs of them) and keeps 0-2.  Then
+	 * a write on a dropped extent, reads over kept and dropped ones.
+	 */
+	{ P_EVICT_ALL, 0, 0, false },
+	{ P_WRITE, B(13, 0), BPO, false },
+	{ P_WRITE, B(14, 0), BPO, false },
+	{ P_FLUSH_ALL, 0, 0, false },
+	{ P_AGENT, 0, 0, false },
+	{ P_READ, B(13, 0), 3, false },      /* hits: referenced */
+	{ P_READ, B(14, 0), 3, false },
+	{ P_WRITE, B(15, 0), BPO, false },
+	{ P_WRITE, B(12, 0), BPO, false },
+	{ P_FLUSH_ALL, 0, 0, false },
+	{ P_AGENT, 0, 0, false },            /* over target: partial evictions */
+	{ P_WRITE, B(13, 6), 1, false },     /* a dropped extent */
+	{ P_READ, B(13, 0), BPO, false },
+	{ P_WRITE, B(14, 1), 2, false },     /* a kept and a dropped one */
+	{ P_AGENT, 0, 0, false },
 };
 #define SCRIPT_N (sizeof(script_ops) / sizeof(script_ops[0]))
 
@@ -724,6 +750,8 @@ static void scripted(enum tier_granularity g)
 	/* extent mode: fills happened before the cuts (the runs prove nothing otherwise) */
 	if (g == TIER_GRAN_EXTENT)
 		assert_true(vd.fills > 0);
+	if (g == TIER_GRAN_EXTENT)   /* and partial evictions */
+		assert_true(vd.partial > 0);
 }
 
 static void test_powercut_script_object(void **state)
@@ -819,6 +847,8 @@ static void random_workloads(enum tier_granularity g)
 	verdict_end(g == TIER_GRAN_EXTENT ? "random, extent mode" : "random, object mode", &vd);
 	if (g == TIER_GRAN_EXTENT)
 		assert_true(vd.fills > 0);
+	if (g == TIER_GRAN_EXTENT)   /* and partial evictions */
+		assert_true(vd.partial > 0);
 }
 
 static void test_powercut_random_object(void **state)
