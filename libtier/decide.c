@@ -496,10 +496,10 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
 /*
  * Extent-aware eviction: a victim of the eviction order goes whole unless
  * something in it was referenced since the agent last looked (then its
- * hot extents would go with its cold ones).  Then a CLEAN copy loses only
- * its unreferenced extents (a partial eviction: they are clean, base holds
- * them); a copy with nothing to drop (every valid extent referenced, or
- * the rest dirty) gets a second chance.  Either way its reference bits
+ * hot extents would go with its cold ones).  Then the copy loses only its
+ * clean unreferenced extents (a partial eviction: base holds them; dirty
+ * extents stay); a copy with nothing to drop (every valid extent
+ * referenced, or the rest dirty) gets a second chance.  Either way its reference bits
  * are cleared and the order sees it as used (CLOCK within the object): it
  * goes whole the next time unless touched again.  Admin evicts, object
  * mode and evict_extents = 0 take the whole object.
@@ -509,7 +509,7 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 {
 	if (!p->evict_extents || !v->extents || v->drain || !v->n_ref)
 		return TIER__EVH_WHOLE;
-	return v->clean && v->n_drop ? TIER__EVH_PARTIAL : TIER__EVH_AGAIN;
+	return v->n_drop ? TIER__EVH_PARTIAL : TIER__EVH_AGAIN;
 }
 
 #define AGENT_SLOP 0.02   /* hysteresis, in ratio units */

@@ -159,7 +159,6 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
 enum tier__evict_how { TIER__EVH_WHOLE = 0, TIER__EVH_PARTIAL, TIER__EVH_AGAIN };
 struct tier__evict_view {
 	bool extents;          /* the copy has bitmaps (extent mode) */
-	bool clean;            /* CLEAN: a partial eviction may read base meanwhile */
 	bool drain;            /* an admin evict: everything goes */
 	uint64_t n_ref, n_drop;
 };

@@ -22,9 +22,11 @@
  *  3. ZERO of each run of dropped extents (the local backend punches holes),
  *     guarded by the same version, without FUA: what a cut keeps of them
  *     does not matter, the record already says invalid.
- * The object is EVICTING throughout, so decide.c routes around it as for a
- * whole eviction: writes, fills and hints wait, reads go to base (only a
- * CLEAN copy is partly evicted: base holds every byte of it).
+ * The object is exclusive (EXCL) throughout, as under a cache write:
+ * decide.c makes every op on it wait (reads too: a DIRTY copy may be partly
+ * evicted, its dirty extents stay, and base lacks them), a flush the agent
+ * starts meanwhile snapshots once it is done, fills and read fills do not
+ * start.  Dirty extents are never dropped.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -62,7 +64,7 @@ static uint64_t plan(const struct tier_engine *e, const struct tier__obj *o, uin
 	uint64_t n = 0, nr = 0;
 
 	for (size_t w = 0; w < e->nwords; w++) {
-		uint64_t x = o->state == TIER__CLEAN ? v[w] & ~d[w] & ~r[w] : 0;
+		uint64_t x = v[w] & ~d[w] & ~r[w];   /* clean, valid, unreferenced */
 
 		if (drop)
 			drop[w] = x;
@@ -77,7 +79,7 @@ int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain
 {
 	struct tier__evict_view v = { .extents = ref_bits(e, o) &&
 					 e->p.promote_granularity == TIER_GRAN_EXTENT,
-				      .clean = o->state == TIER__CLEAN, .drain = drain };
+				      .drain = drain };
 
 	if (v.extents && e->p.evict_extents)
 		v.n_drop = plan(e, o, NULL, &v.n_ref);
@@ -108,10 +110,10 @@ static void pe_end(struct tier__job *j)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 
-	o->flags &= (uint16_t)~TIER__OF_EVICTING;
+	o->flags &= (uint16_t)~TIER__OF_EXCL;
 	e->agent_evicting--;
 	tier__job_free(j);
-	tier__obj_kick(e, o);
+	tier__obj_kick(e, o);   /* a flush waiting to snapshot, then the queue */
 	tier__agent_run(e);
 	tier__deliver(e);
 }
@@ -126,7 +128,7 @@ static void pe_zero(struct tier__job *j)
 	size_t n = 0, i = 0;
 
 	before = tier__obj_cached_bytes(e, o);
-	tier__obj_set_state(e, o, TIER__CLEAN, nv, NULL);
+	tier__obj_set_state(e, o, o->state, nv, NULL);
 	tier__count(e, j->img, evict_partial, 1);
 	tier__count(e, j->img, evict_partial_bytes, before - tier__obj_cached_bytes(e, o));
 	for (size_t k = 0; k < e->nbits; k++)
@@ -208,7 +210,7 @@ int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, str
 	const uint64_t *v = tier__obj_bits(o);
 	int ml;
 
-	if (tier__obj_busy(o) || (o->flags & TIER__OF_VUNK) || o->state != TIER__CLEAN ||
+	if (tier__obj_busy(o) || (o->flags & TIER__OF_VUNK) || o->state == TIER__ABSENT ||
 	    !ref_bits(e, o))
 		return -EBUSY;
 	j = tier__job_new(e, TIER__J_EVICT, img, o);
@@ -228,13 +230,14 @@ int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, str
 	for (size_t w = 0; w < e->nwords; w++)
 		nv[w] = v[w] & ~drop[w];
 	j->version = o->version;
-	ml = tier__meta_encode_obj(e, 0, j->version, nv, v + e->nwords, j->meta);
+	ml = tier__meta_encode_obj(e, o->state == TIER__DIRTY ? TIER_META_F_DIRTY : 0, j->version,
+				   nv, v + e->nwords, j->meta);
 	if (ml < 0) {
 		tier__job_free(j);
 		return ml;
 	}
 	clear_refs(e, o);
-	o->flags |= TIER__OF_EVICTING;
+	o->flags |= TIER__OF_EXCL;
 	e->agent_evicting++;
 	j->step = PE_SETMETA;
 	j->op.opcode = TIER_STORE_SETMETA;

@@ -579,7 +579,7 @@ static void test_agent_choice(void **state)
 static void test_evict_how(void **state)
 {
 	struct tier_params p;
-	struct tier__evict_view v = { .extents = true, .clean = true, .n_ref = 3, .n_drop = 5 };
+	struct tier__evict_view v = { .extents = true, .n_ref = 3, .n_drop = 5 };
 
 	(void)state;
 	tier_params_default(&p);
@@ -588,11 +588,7 @@ static void test_evict_how(void **state)
 	v.n_drop = 0;                           /* every valid extent referenced */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
 	v.n_drop = 5;
-	v.clean = false;                        /* dirty: reads would go to base meanwhile */
-	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
 	v.n_ref = 0;                            /* nothing referenced since the last look */
-	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
-	v.clean = true;
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
 	v.n_ref = 3;
 	v.drain = true;                         /* an admin evict */
