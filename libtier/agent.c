@@ -226,6 +226,51 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 }
 
 /*
+ * evict_extents = 2, extent mode: a CLOCK over extents.  The hand walks the
+ * object map (slab order, whatever the eviction order says) while eviction
+ * jobs may start: a cached object with referenced extents loses its clean
+ * unreferenced ones (or, with none, just its bits: a second chance), one
+ * with none referenced since the hand last passed goes whole.  It visits
+ * every object in turn, so the cold extents of an object that is always
+ * touched somewhere (and so never at the order's cold end) go too, as they
+ * would from an LRU of blocks.  Returns the jobs it started.
+ */
+#define HAND_MAX 4096u   /* objects the hand looks at per run at most */
+static size_t run_hand(struct tier_engine *e, struct want_arg *a, uint64_t budget)
+{
+	uint32_t n = e->slab_used;
+	size_t started = 0;
+
+	for (uint32_t k = 0; k < n && k < HAND_MAX && e->agent_evicting < budget; k++) {
+		struct tier__obj *o;
+		struct tier_image *img;
+
+		e->evict_hand = e->evict_hand % n + 1;
+		o = tier__obj_at(e, e->evict_hand);
+		if (!o || o->state == TIER__ABSENT || !want_evict(a, o->key))
+			continue;
+		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
+		if (!img)
+			continue;
+		switch (tier__evict_how(e, o, false)) {
+		case TIER__EVH_PARTIAL:
+			if (tier__evict_partial_start(e, img, o) == 0)
+				started++;
+			else
+				tier__evict_again(e, o);
+			break;
+		case TIER__EVH_AGAIN:
+			tier__evict_again(e, o);
+			break;
+		default:
+			if (tier__evict_start(e, img, o) == 0)
+				started++;
+		}
+	}
+	return started;
+}
+
+/*
  * Take the victims the order hands out: whole, partly (their unreferenced
  * clean extents) or not at all this time (a second chance), as
  * tier__decide_evict_how says (evict_ext.c).  Second chances start
@@ -237,6 +282,10 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 	uint64_t budget = evict_budget(e), keys[AGENT_BATCH];
 	size_t n, total = 0;
 
+	if (e->p.evict_extents == 2 && e->refbits && !e->drain_evict &&
+	    e->p.promote_granularity == TIER_GRAN_EXTENT && e->agent_evicting < budget &&
+	    (e->n_cached > e->n_dirty || e->p.agent_evict_dirty) && run_hand(e, a, budget))
+		return 1;   /* the hand started jobs; else the order's cold end, below */
 	for (int round = 0; round < 4; round++) {
 		size_t again = 0;
 

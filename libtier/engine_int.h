@@ -205,6 +205,7 @@ struct tier_engine {
 	uint32_t nbits;                 /* extents per object */
 	size_t nwords;
 	bool refbits;                   /* entries carry reference bits (extent mode at create) */
+	uint32_t evict_hand;            /* evict_extents = 2: the clock hand, a slab index + 1 */
 	size_t meta_cap;                /* encoded meta size (extent mode) */
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
@@ -352,6 +353,8 @@ uint64_t tier__policy_capacity(const struct tier_engine *e);
 int tier__map_init(struct tier_engine *e);
 void tier__map_fini(struct tier_engine *e);
 struct tier__obj *tier__obj_find(const struct tier_engine *e, uint64_t key);
+/* The entry at slab index idx1 - 1 if it is in the map, else NULL (the clock hand). */
+struct tier__obj *tier__obj_at(const struct tier_engine *e, uint32_t idx1);
 /* The policy's handle of o (its slab index) and the host that names handles' keys. */
 uint32_t tier__obj_handle(const struct tier_engine *e, const struct tier__obj *o);
 const struct tier__policy_host *tier__map_policy_host(struct tier_engine *e);

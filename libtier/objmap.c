@@ -482,6 +482,16 @@ int tier__meta_encode_obj(const struct tier_engine *e, uint32_t flags, uint64_t 
 	return tier_meta_encode(&m, buf, TIER_META_MAX);
 }
 
+struct tier__obj *tier__obj_at(const struct tier_engine *e, uint32_t idx1)
+{
+	struct tier__obj *o;
+
+	if (!idx1 || idx1 > e->slab_used)
+		return NULL;
+	o = slot(e, idx1);
+	return o->key ? o : NULL;   /* a free entry has key 0 (tier__obj_release) */
+}
+
 void tier__map_foreach(struct tier_engine *e,
 		       void (*fn)(struct tier_engine *e, struct tier__obj *o, void *arg), void *arg)
 {

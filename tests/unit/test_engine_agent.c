@@ -797,6 +797,55 @@ static void test_partial_eviction_record_first(void **state)
 	env_free(v);
 }
 
+/*
+ * The order against the clock hand (evict_extents 1 and 2): objects 0 and 1
+ * whole and clean, extents 0-3 of each read, then object 0 read again (the
+ * order's hot end).  Over target by less than an object's cold extents: the
+ * order's cold end is object 1, which loses 4-15 while object 0 stays
+ * whole; the hand walks the map from its start and takes object 0's cold
+ * extents though it is the hottest (as an LRU of blocks would).
+ */
+static void hand_vs_order(uint64_t mode)
+{
+	struct tier_params p = agent_params();
+	struct env *v;
+	struct tier_meta m;
+	uint64_t w0[2] = { 0 }, w1[2] = { 0 };
+	uint8_t b[4 * XS];
+
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_objects = 0;
+	p.target_max_bytes = 64 * OS;
+	p.cache_min_evict_age = 0;
+	p.evict_extents = mode;
+	v = env_new(&p);
+	assert_int_equal(env_write(v, 0, OS, 1), 0);
+	assert_int_equal(env_write(v, OS, OS, 2), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_io(v, TIER_REQ_READ, OS, sizeof(b), b, 0), 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, sizeof(b), b, 0), 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, XS, b, 0), 0);
+	p.target_max_bytes = 2 * OS * 100 / 82;  /* full ratio 0.82: evict "some", one job */
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	assert_int_equal(env_stats(v).evict_partial, 1);
+	assert_int_equal(env_stats(v).evictions, 0);
+	assert_true(cache_meta(v, 0, &m, w0, 1) >= 0);
+	assert_true(cache_meta(v, 1, &m, w1, 1) >= 0);
+	assert_int_equal(w0[0], mode == 2 ? 0xf : 0xffff);
+	assert_int_equal(w1[0], mode == 2 ? 0xffff : 0xf);
+	env_free(v);
+}
+
+static void test_partial_eviction_hand_vs_order(void **state)
+{
+	(void)state;
+	hand_vs_order(1);
+	hand_vs_order(2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -817,6 +866,7 @@ int main(void)
 		cmocka_unit_test(test_partial_eviction_spares_dirty),
 		cmocka_unit_test(test_write_racing_partial_eviction),
 		cmocka_unit_test(test_partial_eviction_record_first),
+		cmocka_unit_test(test_partial_eviction_hand_vs_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
