@@ -74,7 +74,7 @@ enum tier_write_miss { TIER_WMISS_PROXY = 0, TIER_WMISS_PROMOTE };
 	X(agent_max_ops, U64, 4, 1, 1024)                                        \
 	X(agent_max_low_ops, U64, 2, 1, 1024)                                    \
 	X(agent_evict_dirty, U64, 1, 0, 1)                                       \
-	X(evict_extents, U64, 1, 0, 2)                                           \
+	X(evict_extents, U64, 2, 0, 2)                                           \
 	X(fill_window, BYTES, 4ull << 10, 0, 64ull << 20)                        \
 	X(fill_budget_pct, U64, 100, 0, 10000)                                   \
 	X(fill_locality_pct, U64, 25, 0, 100)                                    \

@@ -583,7 +583,7 @@ static void test_evict_how(void **state)
 
 	(void)state;
 	tier_params_default(&p);
-	assert_int_equal(p.evict_extents, 1);
+	assert_int_equal(p.evict_extents, 2);   /* the clock hand (the agent's choice, not decide.c's) */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_PARTIAL);
 	v.n_drop = 0;                           /* every valid extent referenced */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
