@@ -66,7 +66,10 @@
  *    record within PEND_REC_MAX bytes (one xattr block): beyond that, the
  *    write syncs its data as before.
  * Valid bits only grow while an object's copy exists (the engine's rule),
- * so the fallback claims nothing the newer meta disowned.
+ * so the fallback claims nothing the newer meta disowned.  The one record
+ * that shrinks them, a partial eviction's (evict_ext.c), is a FUA SETMETA:
+ * with ranges listed, do_setmeta syncs the data and drops the list first,
+ * so no fallback from before it is left.  Keep that if either changes.
  */
 #define META_MAGIC         0x52454954u
 #define META_FORMAT        1u
