@@ -500,7 +500,7 @@ static void test_hitset_archive_trim_reload(void **state)
 
 #define XS 4096ull                 /* extent size of these tests: 16 extents an object */
 
-/* The cache pool's bytes of object objno, straight from the store (instant stores). */
+/* The cache pool's bytes of object objno, straight from the store. */
 static int cache_raw(struct env *v, uint64_t objno, uint64_t off, uint64_t len, void *buf)
 {
 	struct tier_store_op op;
@@ -516,7 +516,8 @@ static int cache_raw(struct env *v, uint64_t objno, uint64_t off, uint64_t len, 
 	op.cb = stat_cb;
 	assert_int_equal(tier_store_submit(v->cache, &op), 0);
 	while (!done)
-		tier_cq_drain(v->cq);
+		if (!tier_cq_drain(v->cq))
+			env_vt_step(v);
 	return op.result;
 }
 
@@ -685,37 +686,48 @@ static void test_partial_eviction_spares_dirty(void **state)
 }
 
 /*
- * Writes racing a partial eviction of their object: one submitted while
- * its SETMETA runs, one while its ZEROs of the dropped extents run (virtual
- * time: ops complete only when the clock moves).  Both wait for it and land
- * after it: neither is zeroed, both read back, the record lists them.
+ * Requests racing a partial eviction of their object (virtual time: ops
+ * complete only when the clock moves).  A read of kept extents and a write
+ * to a dropped one (6) sent while its SETMETA runs, a write to another
+ * dropped one (9) sent while its ZEROs run: all wait for it.  The read
+ * then returns the kept bytes from the cache; the writes land after the
+ * ZEROs (neither is zeroed): the image reads back with both, the record
+ * lists 0-3 and the two new extents (dirty), and so it stays across a
+ * restart before and after the writes are flushed to base.
  */
 static void test_write_racing_partial_eviction(void **state)
 {
 	struct tier_params p;
 	struct env *v = pe_setup(&p, true, true);
-	struct sreq w1 = { 0 }, w2 = { 0 };
+	struct sreq w1 = { 0 }, w2 = { 0 }, rd = { 0 };
 	uint8_t *d1 = malloc(XS), *d2 = malloc(XS), *b = malloc(OS), *want = malloc(OS);
+	uint8_t *r = malloc(4 * XS);
 	struct tier_meta m;
-	uint64_t words[2] = { 0 };
+	uint64_t words[2] = { 0 }, hits;
 	(void)state;
 
 	fill(d1, XS, 21);
 	fill(d2, XS, 22);
+	fill(want, OS, 1);
+	memset(r, 0xee, 4 * XS);
 	p.target_max_bytes = OS;
 	env_set_params(v, &p);
 	tier_engine_tick(v->e);
 	tier_cq_drain(v->cq);
 	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);   /* its SETMETA is pending */
-	{
-		/* a read waits too (the copy is exclusive), then hits the kept extents */
-	}
 	assert_int_equal(env_stats(v).evict_partial, 0);
+	/* a read of the kept extents waits too (the copy is exclusive) */
+	hits = env_stats(v).read_hits;
+	rd.r = (struct tier_request){ .type = TIER_REQ_READ, .off = 0, .len = 4 * XS, .buf = r,
+				      .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(v->img, &rd.r), 0);
 	w1.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 6 * XS, .len = XS, .buf = d1,
 				      .cb = sreq_cb };
 	assert_int_equal(tier_image_submit(v->img, &w1.r), 0);
 	tier_cq_drain(v->cq);
-	assert_int_equal(w1.done, 0);            /* it waits */
+	assert_int_equal(rd.done, 0);            /* they wait, */
+	assert_int_equal(w1.done, 0);
+	assert_int_equal(tier_store_in_flight(v->cache), 1);   /* not sent: the SETMETA alone */
 	/* the SETMETA lands: the extents are dropped from the map, the ZEROs go out */
 	for (int i = 0; i < 100 && !env_stats(v).evict_partial; i++) {
 		assert_true(env_vt_step(v));
@@ -723,32 +735,56 @@ static void test_write_racing_partial_eviction(void **state)
 	}
 	assert_int_equal(env_stats(v).evict_partial, 1);
 	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);   /* the ZEROs run */
+	assert_int_equal(rd.done, 0);
 	assert_int_equal(w1.done, 0);
 	w2.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 9 * XS, .len = XS, .buf = d2,
 				      .cb = sreq_cb };
 	assert_int_equal(tier_image_submit(v->img, &w2.r), 0);
 	tier_cq_drain(v->cq);
 	assert_int_equal(w2.done, 0);
+	assert_int_equal(tier_store_in_flight(v->cache), 1);   /* the ZERO of 4-15 alone */
 	env_pump(v);
+	assert_int_equal(rd.done, 1);
+	assert_int_equal(rd.result, 0);
+	assert_memory_equal(r, want, 4 * XS);     /* the kept extents, from the cache */
+	assert_int_equal(env_stats(v).read_hits, hits + 1);
 	assert_int_equal(w1.done, 1);
 	assert_int_equal(w1.result, 0);
 	assert_int_equal(w2.done, 1);
 	assert_int_equal(w2.result, 0);
-	fill(want, OS, 1);
 	memcpy(want + 6 * XS, d1, XS);
 	memcpy(want + 9 * XS, d2, XS);
+	/* the writes landed after the ZEROs: in the cache, and the record says so */
+	assert_true(cache_meta(v, 0, &m, words, 1) >= 0);
+	assert_true(m.flags & TIER_META_F_DIRTY);
+	assert_int_equal(words[0], 0x24f);       /* 0-3 kept, 6 and 9 written */
+	assert_int_equal(words[1], 0x240);
+	assert_int_equal(cache_raw(v, 0, 6 * XS, XS, b), (int)XS);
+	assert_memory_equal(b, d1, XS);
+	assert_int_equal(cache_raw(v, 0, 9 * XS, XS, b), (int)XS);
+	assert_memory_equal(b, d2, XS);
 	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
 	assert_memory_equal(b, want, OS);
+	/* a restart rebuilds from the record: the writes are still the cache's, dirty */
+	env_kill_engine(v);
+	assert_int_equal(env_engine(v), 1);
+	assert_int_equal(env_stats(v).dirty_objects, 1);
+	assert_int_equal(env_stats(v).cached_bytes, 6 * XS);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
+	assert_memory_equal(b, want, OS);
+	/* flushed to base, evicted, restarted: base has them */
 	tier_engine_flush_all(v->e, NULL);
 	env_pump(v);
-	env_kill_engine(v);                      /* a restart rebuilds from the record */
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_kill_engine(v);
 	assert_int_equal(env_engine(v), 1);
 	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
 	assert_memory_equal(b, want, OS);
-	(void)m;
-	(void)words;
 	free(d1);
 	free(d2);
+	free(r);
 	free(b);
 	free(want);
 	env_free(v);

@@ -295,7 +295,7 @@ static inline int cache_meta(struct env *v, uint64_t objno, struct tier_meta *m,
 	op.cb = stat_cb;
 	assert_int_equal(tier_store_submit(v->cache, &op), 0);
 	while (!done)
-		if (!tier_cq_drain(v->cq) && v->threaded)
+		if (!tier_cq_drain(v->cq) && !env_vt_step(v) && v->threaded)
 			tier_cq_wait(v->cq, 20);
 	if (op.result == -ENOENT)
 		return -1;
