@@ -1351,6 +1351,135 @@ static void test_pre_meta_with_ranges_listed_drops_them_first(void **state)
 	assert_string_not_equal(meta, "F-Aclean");
 }
 
+/* ---- a partial eviction over pending ranges (evict_ext.c, do_setmeta) ---- */
+
+#define PE_E 0ull                  /* extents of object "pe": dropped, then rewritten */
+#define PE_K 4096ull               /* kept (a client's write) */
+#define PE_D 8192ull               /* dropped */
+
+static int pe_setmeta(struct env *e, const char *meta, uint64_t version)
+{
+	struct tier_store_op op = { .opcode = TIER_STORE_SETMETA,
+				    .flags = TIER_STORE_F_META | TIER_STORE_F_GUARD |
+					     TIER_STORE_F_FUA,
+				    .meta = meta, .meta_len = (uint32_t)strlen(meta),
+				    .version = version, .expect_version = version };
+
+	strcpy(op.oid, "pe");
+	return run(e, &op);
+}
+
+static int pe_zero(struct env *e, uint64_t off, uint64_t version)
+{
+	struct tier_store_op op = { .opcode = TIER_STORE_ZERO, .flags = TIER_STORE_F_GUARD,
+				    .off = off, .len = 4096, .expect_version = version };
+
+	strcpy(op.oid, "pe");
+	return run(e, &op);
+}
+
+/* A cut that lost a ZERO: the extent's bytes as they were. */
+static void pe_bytes(struct env *e, uint64_t off, char c)
+{
+	char path[256], buf[4096];
+	int fd;
+
+	memset(buf, c, sizeof(buf));
+	snprintf(path, sizeof(path), "%s/pe", e->pool);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, buf, sizeof(buf), (off_t)off), (ssize_t)sizeof(buf));
+	close(fd);
+}
+
+/*
+ * What the record of "pe" claims after a restart must be true: the meta
+ * ("v:" and the extents it calls valid) lists K, which holds the client's
+ * bytes; never D, dropped; E only once rewritten, with the new bytes.
+ */
+static void pe_check(struct env *e, bool rewritten)
+{
+	struct tier_store_op op;
+	char meta[256], buf[4096], want[4096];
+
+	assert_int_equal(stat_obj(e, "pe", &op, meta), 0);
+	assert_int_equal(strncmp(meta, "v:", 2), 0);
+	assert_null(strchr(meta + 2, 'D'));        /* a dropped extent stays dropped */
+	if (strchr(meta + 2, 'E')) {
+		assert_true(rewritten);               /* not the dropped bytes (a hole) */
+		memset(want, 'e', sizeof(want));
+		assert_int_equal(get(e, "pe", PE_E, buf, 4096), 4096);
+		assert_memory_equal(buf, want, 4096);
+	}
+	assert_non_null(strchr(meta + 2, 'K'));    /* an acknowledged write stays */
+	memset(want, 'K', sizeof(want));
+	assert_int_equal(get(e, "pe", PE_K, buf, 4096), 4096);
+	assert_memory_equal(buf, want, 4096);
+	assert_int_equal(rec_format(e, "pe"), 1);  /* settled */
+}
+
+/*
+ * A partial eviction while pending ranges are listed (the engine's
+ * sequence: evict_ext.c).  E is durable under "v:E"; K (a client's write)
+ * and D (say a fill) are listed, the fallback "v:E".  The eviction drops E
+ * and D: a FUA SETMETA "v:K", then ZEROs of E and D (holes).  Variant 1
+ * then rewrites E (a new extent, listed).  The SETMETA must sync the data
+ * and drop the list (do_setmeta), so that no fallback older than it is
+ * left: a record that listed K and D under fallback "v:E" fails D's CRC
+ * once D is a hole (a kill -9 is enough), and brings back "v:E": E valid
+ * over the hole (or the rewrite's lost bytes) and K, acknowledged, gone.
+ * Checked after a kill -9 and after a cut that lost what no sync covered
+ * (the ZEROs, the rewrite's bytes), then again in the next session.
+ */
+static void pe_case(void **state, bool rewrite, bool cut)
+{
+	struct env *e = *state;
+	char buf[4096];
+
+	memset(buf, 'E', sizeof(buf));
+	assert_int_equal(put(e, "pe", PE_E, buf, 4096,
+			     TIER_STORE_F_EXCL | TIER_STORE_F_FUA | ORD, "v:E", 1), 4096);
+	memset(buf, 'K', sizeof(buf));
+	assert_int_equal(put(e, "pe", PE_K, buf, 4096, ORD, "v:EK", 2), 4096);
+	memset(buf, 'D', sizeof(buf));
+	assert_int_equal(put(e, "pe", PE_D, buf, 4096, ORD, "v:EKD", 3), 4096);
+	assert_int_equal(rec_format(e, "pe"), 2);
+	/* the partial eviction: the record first, durably, then the holes */
+	assert_int_equal(pe_setmeta(e, "v:K", 3), 0);
+	assert_int_equal(rec_format(e, "pe"), 1);   /* synced: no list, no fallback */
+	assert_int_equal(pe_zero(e, PE_E, 3), 0);
+	assert_int_equal(pe_zero(e, PE_D, 3), 0);
+	if (rewrite) {
+		memset(buf, 'e', sizeof(buf));
+		assert_int_equal(put(e, "pe", PE_E, buf, 4096, ORD, "v:KE", 4), 4096);
+		assert_int_equal(rec_format(e, "pe"), 2);   /* listed, fallback "v:K" */
+	}
+	close_store(e);
+	if (cut) {
+		/* nothing synced the holes or the rewrite: the cut lost them */
+		pe_bytes(e, PE_D, 'D');
+		if (rewrite)
+			clobber(e, "pe", PE_E, 4096);   /* torn */
+		else
+			pe_bytes(e, PE_E, 'E');
+	}
+	assert_int_equal(open_store(e, NULL), 0);
+	pe_check(e, rewrite);
+	reopen(e, NULL);
+	pe_check(e, rewrite);
+}
+
+static void test_partial_eviction_over_pending_ranges(void **state)
+{
+	for (int i = 0; i < 4; i++) {
+		if (i) {
+			teardown(state);
+			setup(state);
+		}
+		pe_case(state, i & 1, i & 2);
+	}
+}
+
 static void test_sidecar_only_pools_sync_instead(void **state)
 {
 	struct env *e = *state;
@@ -1589,6 +1718,7 @@ int main(void)
 		T(test_sync_barrier_and_ordered_setmeta_drop_the_list),
 		T(test_ordered_sync_env_and_limits_sync_instead),
 		T(test_pre_meta_with_ranges_listed_drops_them_first),
+		T(test_partial_eviction_over_pending_ranges),
 		T(test_sidecar_only_pools_sync_instead),
 		T(test_fd_cache_put_after_evicting_its_bucket_neighbour),
 		T(test_scan_pages_and_shards_give_every_object_once),
