@@ -17,6 +17,10 @@
  * block names the write it came from.  Then the agent flushes everything
  * (a stale cached copy must not go over newer base data) and the image
  * must read the same; then a FLUSH, a second cut, a rebuild: the same again.
+ * The script also lowers the target to force partial evictions (extent
+ * mode, evict_extents 2 and 1), of a DIRTY copy too, and sends a write
+ * while one runs (P_AGENT_START: one tick, its jobs' completions still
+ * queued).
  *
  * Environment: TIER_POWERCUT_ITERS=N (random workloads per granularity,
  * random cut seeds per cut point; default 3), TIER_POWERCUT_SEED=S (only
@@ -35,6 +39,7 @@
 #define BPO (OS / BS)              /* blocks per object */
 #define MAXB (2 * BPO)             /* blocks a write, trim or zero covers at most */
 #define MAGIC 0x70637574626c6b00ull
+#define PC_TARGET (4 * OS)         /* target_max_bytes: the cache holds 4 objects */
 
 /* ---- block contents: generation g of block b ---- */
 
@@ -158,7 +163,8 @@ static void blk_describe(const struct blk *b, char *out, size_t cap)
 
 /* ---- workloads ---- */
 
-enum pop_kind { P_WRITE, P_ZERO, P_TRIM, P_READ, P_FLUSH, P_AGENT, P_FLUSH_ALL, P_EVICT_ALL };
+enum pop_kind { P_WRITE, P_ZERO, P_TRIM, P_READ, P_FLUSH, P_AGENT, P_FLUSH_ALL, P_EVICT_ALL,
+		P_AGENT_START, P_TARGET };
 
 struct pop {
 	enum pop_kind k;
@@ -307,17 +313,18 @@ static bool env_flag(const char *name)
 static void trace(const struct run *R, size_t i, const struct pop *op)
 {
 	static const char *const kname[] = { "write", "zero", "trim", "read", "FLUSH", "agent",
-					     "flush_all", "evict_all" };
+					     "flush_all", "evict_all", "agent_start", "target" };
 	struct tier_stats st = env_stats(R->v);
 
 	print_message("trace: op %zu %s blk %llu+%llu%s at store op %llu: cached %llu dirty %llu "
-		      "promotions %llu flushes %llu evictions %llu proxy writes %llu, "
+		      "promotions %llu flushes %llu evictions %llu partial %llu proxy writes %llu, "
 		      "unsynced effects base %llu cache %llu\n",
 		      i, kname[op->k], (unsigned long long)op->blk, (unsigned long long)op->nblk,
 		      op->fua ? " FUA" : "", (unsigned long long)R->clock,
 		      (unsigned long long)st.cached_objects, (unsigned long long)st.dirty_objects,
 		      (unsigned long long)st.promotions, (unsigned long long)st.flushes,
-		      (unsigned long long)st.evictions, (unsigned long long)st.proxy_writes,
+		      (unsigned long long)st.evictions, (unsigned long long)st.evict_partial,
+		      (unsigned long long)st.proxy_writes,
 		      (unsigned long long)tier_store_mem_unsynced(R->v->base),
 		      (unsigned long long)tier_store_mem_unsynced(R->v->cache));
 }
@@ -341,6 +348,14 @@ static void drive(struct run *R, const struct pop *ops, size_t n, unsigned qd)
 			env_advance_ms(R->v, 300);
 			for (int k = 0; k < 20; k++)
 				step(R);
+			break;
+		case P_AGENT_START:   /* time passes, one tick: the agent's jobs are in flight */
+			env_advance_ms(R->v, 300);
+			tier_engine_tick(R->v->e);
+			break;
+		case P_TARGET:   /* target_max_bytes = nblk extents (0: the run's own) */
+			R->v->p.target_max_bytes = op->nblk ? op->nblk * BS : PC_TARGET;
+			env_set_params(R->v, &R->v->p);
 			break;
 		case P_FLUSH_ALL:
 			tier_engine_flush_all(R->v->e, NULL);
@@ -387,7 +402,7 @@ struct verdict {
 };
 
 
-static struct env *pc_env(enum tier_granularity g, enum tier_write_miss wm)
+static struct env *pc_env(enum tier_granularity g, enum tier_write_miss wm, uint64_t ee)
 {
 	struct env *v = calloc(1, sizeof(*v));
 	struct tier_mem_opts mo = { .powercut_model = true };
@@ -398,7 +413,8 @@ static struct env *pc_env(enum tier_granularity g, enum tier_write_miss wm)
 	env_params(&v->p);
 	v->p.promote_granularity = g;
 	v->p.write_miss = wm;
-	v->p.target_max_bytes = 4 * OS;
+	v->p.evict_extents = ee;
+	v->p.target_max_bytes = PC_TARGET;
 	v->p.cache_target_dirty_ratio = 0.25;
 	v->p.cache_target_dirty_high_ratio = 0.5;
 	v->p.cache_target_full_ratio = 0.5;
@@ -419,6 +435,7 @@ static const char *mode_name(enum tier_mem_cut mode)
 struct case_id {
 	const char *name;          /* workload */
 	enum tier_granularity g;
+	uint64_t ee;               /* evict_extents */
 	uint64_t wseed;            /* random workloads; 0 = scripted */
 	uint64_t k, total;         /* crash point */
 	enum tier_mem_cut mode;
@@ -431,9 +448,10 @@ static void report(struct verdict *vd, const struct case_id *c, enum fail_kind k
 	char line[1024];
 
 	snprintf(line, sizeof(line),
-		 "%s, %s mode%s%.0llu: cut after store op %llu of %llu%s, %s cut seed %llu, %s: %s "
+		 "%s, %s mode%s%s%.0llu: cut after store op %llu of %llu%s, %s cut seed %llu, %s: %s "
 		 "[TIER_POWERCUT_CUT=%llu%s%.0llu]",
 		 c->name, c->g == TIER_GRAN_EXTENT ? "extent" : "object",
+		 c->g == TIER_GRAN_EXTENT && c->ee == 1 ? ", evict_extents 1" : "",
 		 c->wseed ? ", workload seed " : "", (unsigned long long)c->wseed,
 		 (unsigned long long)c->k, (unsigned long long)c->total,
 		 c->k ? "" : " (no crash: the cut comes at the end)", mode_name(c->mode),
@@ -546,7 +564,7 @@ static uint64_t one_run(const struct pop *ops, size_t n, unsigned qd, enum tier_
 	uint64_t clock;
 
 	model_init(&R.m);
-	R.v = pc_env(c->g, wm);
+	R.v = pc_env(c->g, wm, c->ee);
 	tier_store_mem_set_crash_clock(R.v->base, &R.clock, R.stop_at);
 	tier_store_mem_set_crash_clock(R.v->cache, &R.clock, R.stop_at);
 	drive(&R, ops, n, qd);
@@ -554,6 +572,7 @@ static uint64_t one_run(const struct pop *ops, size_t n, unsigned qd, enum tier_
 	vd->partial += env_stats(R.v).evict_partial;
 	clock = R.clock;
 	env_kill_engine(R.v);
+	R.v->p.target_max_bytes = PC_TARGET;   /* the script may have changed it */
 	tier_store_mem_set_crash_clock(R.v->base, NULL, 0);
 	tier_store_mem_set_crash_clock(R.v->cache, NULL, 0);
 	vd->runs++;
@@ -599,10 +618,11 @@ static uint64_t env_u64(const char *name, uint64_t def)
 
 /* Crash at each k in cuts (all of 1..total when cuts is NULL), each with several cut modes. */
 static void cut_everywhere(const char *name, const struct pop *ops, size_t n, unsigned qd,
-			   enum tier_write_miss wm, enum tier_granularity g, uint64_t wseed,
-			   const uint64_t *cuts, size_t ncuts, struct verdict *vd)
+			   enum tier_write_miss wm, enum tier_granularity g, uint64_t ee,
+			   uint64_t wseed, const uint64_t *cuts, size_t ncuts, struct verdict *vd)
 {
-	struct case_id c = { .name = name, .g = g, .wseed = wseed, .mode = TIER_MEM_CUT_KEEP_ALL };
+	struct case_id c = { .name = name, .g = g, .ee = ee, .wseed = wseed,
+			     .mode = TIER_MEM_CUT_KEEP_ALL };
 	uint64_t total, only = env_u64("TIER_POWERCUT_CUT", UINT64_MAX);
 	uint64_t seeds = env_u64("TIER_POWERCUT_ITERS", 3);
 
@@ -737,15 +757,46 @@ static const struct pop script_ops[] = {
 	{ P_READ, B(13, 0), BPO, false },
 	{ P_WRITE, B(14, 1), 2, false },     /* a kept and a dropped one */
 	{ P_AGENT, 0, 0, false },
+	/*
+	 * Extent mode: a partial eviction of a DIRTY copy, and a write to an
+	 * extent it drops sent while it runs.  Object 4 alone in the cache,
+	 * whole, clean and durable; 0-2 read (referenced).  The target drops
+	 * to 7 extents: 3-15 go.  Then 0-1 read, 9 written with FUA (a new
+	 * extent: dirty, not referenced, durable) and the target drops again:
+	 * the agent's SETMETA is in flight when a write to 2 (clean,
+	 * unreferenced: being dropped) arrives; it must wait until the ZEROs
+	 * are done (or the ZERO of 2 wipes it) and 9 must stay (dropping it
+	 * loses a FUA write: base has the older bytes).
+	 */
+	{ P_EVICT_ALL, 0, 0, false },
+	{ P_AGENT, 0, 0, false },
+	{ P_WRITE, B(4, 0), BPO, false },
+	{ P_FLUSH_ALL, 0, 0, false },
+	{ P_FLUSH, 0, 0, false },
+	{ P_READ, B(4, 0), 3, false },
+	{ P_TARGET, 0, 7, false },           /* 16 of 7 extents: 3-15 go, 3 of 7 stay */
+	{ P_AGENT, 0, 0, false },
+	{ P_TARGET, 0, 0, false },
+	{ P_READ, B(4, 0), 2, false },
+	{ P_WRITE, B(4, 9), 1, true },
+	{ P_TARGET, 0, 7, false },           /* 4 of 7: the SETMETA dropping 2 goes out */
+	{ P_AGENT_START, 0, 0, false },
+	{ P_WRITE, B(4, 2), 1, false },      /* waits for the eviction */
+	{ P_AGENT, 0, 0, false },
+	{ P_TARGET, 0, 0, false },
+	{ P_READ, B(4, 0), BPO, false },
+	{ P_AGENT, 0, 0, false },
 };
 #define SCRIPT_N (sizeof(script_ops) / sizeof(script_ops[0]))
 
-static void scripted(enum tier_granularity g)
+static void scripted(enum tier_granularity g, uint64_t ee)
 {
 	struct verdict vd = { 0 };
 
-	cut_everywhere("script", script_ops, SCRIPT_N, 1, TIER_WMISS_PROMOTE, g, 0, NULL, 0, &vd);
-	verdict_end(g == TIER_GRAN_EXTENT ? "scripted, extent mode" : "scripted, object mode",
+	cut_everywhere("script", script_ops, SCRIPT_N, 1, TIER_WMISS_PROMOTE, g, ee, 0, NULL, 0,
+		       &vd);
+	verdict_end(g == TIER_GRAN_OBJECT ? "scripted, object mode" :
+		    ee == 1 ? "scripted, extent mode, evict_extents 1" : "scripted, extent mode",
 		    &vd);
 	/* extent mode: fills happened before the cuts (the runs prove nothing otherwise) */
 	if (g == TIER_GRAN_EXTENT)
@@ -757,13 +808,20 @@ static void scripted(enum tier_granularity g)
 static void test_powercut_script_object(void **state)
 {
 	(void)state;
-	scripted(TIER_GRAN_OBJECT);
+	scripted(TIER_GRAN_OBJECT, 2);
 }
 
 static void test_powercut_script_extent(void **state)
 {
 	(void)state;
-	scripted(TIER_GRAN_EXTENT);
+	scripted(TIER_GRAN_EXTENT, 2);
+}
+
+/* evict_extents = 1: the eviction order's victims lose their cold extents (no clock hand) */
+static void test_powercut_script_extent_order(void **state)
+{
+	(void)state;
+	scripted(TIER_GRAN_EXTENT, 1);
 }
 
 /* ---- seeded random workloads ---- */
@@ -839,10 +897,11 @@ static void random_workloads(enum tier_granularity g)
 		if (only && seed != only)
 			continue;
 		gen_workload(seed, ops);
+		c.ee = 2;
 		total = one_run(ops, RW_N, 4, wm, &c, &dry);   /* how long it is */
 		for (size_t i = 0; i < 12; i++)
 			cuts[i] = 1 + rnd(&x) % total;
-		cut_everywhere("random", ops, RW_N, 4, wm, g, seed, cuts, 12, &vd);
+		cut_everywhere("random", ops, RW_N, 4, wm, g, 2, seed, cuts, 12, &vd);
 	}
 	verdict_end(g == TIER_GRAN_EXTENT ? "random, extent mode" : "random, object mode", &vd);
 	if (g == TIER_GRAN_EXTENT)
@@ -868,6 +927,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_powercut_script_object),
 		cmocka_unit_test(test_powercut_script_extent),
+		cmocka_unit_test(test_powercut_script_extent_order),
 		cmocka_unit_test(test_powercut_random_object),
 		cmocka_unit_test(test_powercut_random_extent),
 	};
