@@ -164,7 +164,7 @@ static void blk_describe(const struct blk *b, char *out, size_t cap)
 /* ---- workloads ---- */
 
 enum pop_kind { P_WRITE, P_ZERO, P_TRIM, P_READ, P_FLUSH, P_AGENT, P_FLUSH_ALL, P_EVICT_ALL,
-		P_AGENT_START, P_TARGET };
+		P_AGENT_START, P_TARGET, P_PARTIAL };
 
 struct pop {
 	enum pop_kind k;
@@ -189,6 +189,7 @@ struct run {
 	struct env *v;
 	struct model m;
 	uint64_t clock, stop_at;
+	uint64_t partial_mark;     /* evict_partial at the last P_PARTIAL */
 	unsigned inflight;
 	uint64_t acked, failed;
 };
@@ -313,7 +314,8 @@ static bool env_flag(const char *name)
 static void trace(const struct run *R, size_t i, const struct pop *op)
 {
 	static const char *const kname[] = { "write", "zero", "trim", "read", "FLUSH", "agent",
-					     "flush_all", "evict_all", "agent_start", "target" };
+					     "flush_all", "evict_all", "agent_start", "target",
+					     "partial" };
 	struct tier_stats st = env_stats(R->v);
 
 	print_message("trace: op %zu %s blk %llu+%llu%s at store op %llu: cached %llu dirty %llu "
@@ -327,6 +329,22 @@ static void trace(const struct run *R, size_t i, const struct pop *op)
 		      (unsigned long long)st.proxy_writes,
 		      (unsigned long long)tier_store_mem_unsynced(R->v->base),
 		      (unsigned long long)tier_store_mem_unsynced(R->v->cache));
+}
+
+/*
+ * The script's partial evictions happened where it says (an engine whose
+ * policy changed would otherwise make its steps test nothing, silently).
+ */
+static void partial_mark(struct run *R, uint64_t want)
+{
+	uint64_t n = env_stats(R->v).evict_partial;
+
+	if (R->v->p.promote_granularity == TIER_GRAN_EXTENT && !dead(R) &&
+	    n - R->partial_mark < want)
+		fail_msg("script: %llu partial evictions where it expects %llu at least (store op %llu)",
+			 (unsigned long long)(n - R->partial_mark), (unsigned long long)want,
+			 (unsigned long long)R->clock);
+	R->partial_mark = n;
 }
 
 /* Run the ops, up to qd requests in flight; nothing more is sent once the process is dead. */
@@ -356,6 +374,9 @@ static void drive(struct run *R, const struct pop *ops, size_t n, unsigned qd)
 		case P_TARGET:   /* target_max_bytes = nblk extents (0: the run's own) */
 			R->v->p.target_max_bytes = op->nblk ? op->nblk * BS : PC_TARGET;
 			env_set_params(R->v, &R->v->p);
+			break;
+		case P_PARTIAL:   /* extent mode: nblk partial evictions since the last mark, at least */
+			partial_mark(R, op->nblk);
 			break;
 		case P_FLUSH_ALL:
 			tier_engine_flush_all(R->v->e, NULL);
@@ -774,8 +795,10 @@ static const struct pop script_ops[] = {
 	{ P_FLUSH_ALL, 0, 0, false },
 	{ P_FLUSH, 0, 0, false },
 	{ P_READ, B(4, 0), 3, false },
+	{ P_PARTIAL, 0, 0, false },
 	{ P_TARGET, 0, 7, false },           /* 16 of 7 extents: 3-15 go, 3 of 7 stay */
 	{ P_AGENT, 0, 0, false },
+	{ P_PARTIAL, 0, 1, false },
 	{ P_TARGET, 0, 0, false },
 	{ P_READ, B(4, 0), 2, false },
 	{ P_WRITE, B(4, 9), 1, true },
@@ -783,6 +806,7 @@ static const struct pop script_ops[] = {
 	{ P_AGENT_START, 0, 0, false },
 	{ P_WRITE, B(4, 2), 1, false },      /* waits for the eviction */
 	{ P_AGENT, 0, 0, false },
+	{ P_PARTIAL, 0, 1, false },
 	{ P_TARGET, 0, 0, false },
 	{ P_READ, B(4, 0), BPO, false },
 	{ P_AGENT, 0, 0, false },
