@@ -35,20 +35,30 @@ double tier__dirty_ratio(const struct tier_engine *e)
  * Promotions in flight and reservations (queued promotions, new extents
  * being written) count as cached: they are admitted already.
  */
-double tier__full_ratio_less(const struct tier_engine *e, uint64_t bytes, uint64_t objs)
+static void full_ratios(const struct tier_engine *e, uint64_t bytes, uint64_t objs, double *rb,
+			double *ro)
 {
 	uint64_t b = e->cached_bytes + e->promoting_bytes + e->resv_bytes - bytes;
 	uint64_t n = e->n_cached + e->n_promoting + e->n_resv - objs;
-	double r = 0.0;
 
-	if (e->p.target_max_bytes)
-		r = (double)b / (double)e->p.target_max_bytes;
-	if (e->p.target_max_objects) {
-		double ro = (double)n / (double)e->p.target_max_objects;
-		if (ro > r)
-			r = ro;
-	}
-	return r;
+	*rb = e->p.target_max_bytes ? (double)b / (double)e->p.target_max_bytes : 0.0;
+	*ro = e->p.target_max_objects ? (double)n / (double)e->p.target_max_objects : 0.0;
+}
+
+double tier__full_ratio_less(const struct tier_engine *e, uint64_t bytes, uint64_t objs)
+{
+	double rb, ro;
+
+	full_ratios(e, bytes, objs, &rb, &ro);
+	return ro > rb ? ro : rb;
+}
+
+bool tier__full_by_objects(const struct tier_engine *e)
+{
+	double rb, ro;
+
+	full_ratios(e, 0, 0, &rb, &ro);
+	return e->p.target_max_objects && ro >= rb;
 }
 
 double tier__full_ratio(const struct tier_engine *e)
@@ -119,6 +129,7 @@ struct want_arg {
 	struct tier_engine *e;
 	const struct tier_image *img;  /* NULL = any */
 	bool ignore_age;
+	bool quiet;                    /* the clock hand: its visits are not offers, not counted */
 	uint64_t now_ms;
 };
 
@@ -144,8 +155,11 @@ static bool skipped(const struct want_arg *a, uint64_t key, const char *what, en
 {
 	struct tier_stats *st = &a->e->st;
 
+	if (r == TIER__SKIP_NONE)
+		return false;
+	if (a->quiet)
+		return true;
 	switch (r) {
-	case TIER__SKIP_NONE: return false;
 	case TIER__SKIP_BUSY: st->agent_skip_busy++; break;
 	case TIER__SKIP_HOT: st->agent_skip_hot++; break;
 	case TIER__SKIP_YOUNG: st->agent_skip_young++; break;
@@ -236,28 +250,28 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
  * would from an LRU of blocks.  Returns the jobs it started.
  */
 #define HAND_MAX 4096u   /* objects the hand looks at per run at most */
-static size_t run_hand(struct tier_engine *e, struct want_arg *a, uint64_t budget)
+static size_t run_hand(struct tier_engine *e, const struct want_arg *order, uint64_t budget)
 {
+	struct want_arg a = *order;
 	uint32_t n = e->slab_used;
 	size_t started = 0;
 
+	a.quiet = true;
 	for (uint32_t k = 0; k < n && k < HAND_MAX && e->agent_evicting < budget; k++) {
 		struct tier__obj *o;
 		struct tier_image *img;
 
 		e->evict_hand = e->evict_hand % n + 1;
 		o = tier__obj_at(e, e->evict_hand);
-		if (!o || o->state == TIER__ABSENT || !want_evict(a, o->key))
+		if (!o || o->state == TIER__ABSENT || !want_evict(&a, o->key))
 			continue;
 		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
 		if (!img)
 			continue;
-		switch (tier__evict_how(e, o, false)) {
+		switch (tier__evict_how(e, o, false, false)) {
 		case TIER__EVH_PARTIAL:
 			if (tier__evict_partial_start(e, img, o) == 0)
-				started++;
-			else
-				tier__evict_again(e, o);
+				started++;   /* else (no memory) the hand just goes on */
 			break;
 		case TIER__EVH_AGAIN:
 			tier__evict_again(e, o);
@@ -275,16 +289,20 @@ static size_t run_hand(struct tier_engine *e, struct want_arg *a, uint64_t budge
  * clean extents) or not at all this time (a second chance), as
  * tier__decide_evict_how says (evict_ext.c).  Second chances start
  * nothing: ask again, a few rounds at most, so that a batch of them does
- * not leave the cache over target until the next tick.
+ * not leave the cache over target until the next tick; over 100% there
+ * are none.  The hand does not run while the object count binds: only
+ * whole objects free room then, and the order knows which are coldest.
  */
 static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 {
 	uint64_t budget = evict_budget(e), keys[AGENT_BATCH];
+	bool now = e->evict_mode == TIER_EVICT_FULL;
 	size_t n, total = 0;
 
 	if (e->p.evict_extents == 2 && e->refbits && !e->drain_evict &&
 	    e->p.promote_granularity == TIER_GRAN_EXTENT && e->agent_evicting < budget &&
-	    (e->n_cached > e->n_dirty || e->p.agent_evict_dirty) && run_hand(e, a, budget))
+	    (e->n_cached > e->n_dirty || e->p.agent_evict_dirty) && !tier__full_by_objects(e) &&
+	    run_hand(e, a, budget))
 		return 1;   /* the hand started jobs; else the order's cold end, below */
 	for (int round = 0; round < 4; round++) {
 		size_t again = 0;
@@ -302,12 +320,9 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 			img = tier__image_by_id(e, TIER__KEY_ID(o->key));
 			if (!img)
 				continue;
-			switch (tier__evict_how(e, o, e->drain_evict)) {
+			switch (tier__evict_how(e, o, e->drain_evict, now)) {
 			case TIER__EVH_PARTIAL:
-				if (tier__evict_partial_start(e, img, o) == 0)
-					break;
-				tier__evict_again(e, o);
-				again++;
+				tier__evict_partial_start(e, img, o);   /* fails only without memory */
 				break;
 			case TIER__EVH_AGAIN:
 				tier__evict_again(e, o);

@@ -502,14 +502,21 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
  * referenced, or the rest dirty) gets a second chance.  Either way its reference bits
  * are cleared and the order sees it as used (CLOCK within the object): it
  * goes whole the next time unless touched again.  Admin evicts, object
- * mode and evict_extents = 0 take the whole object.
+ * mode and evict_extents = 0 take the whole object; so does the agent when
+ * the object count binds (the object ratio is at least the byte ratio:
+ * dropping extents frees no object, the cache would stay over target).
+ * Over 100% (now) the order's victim gets no second chance: writes are
+ * proxied until the cache is back under, so room is made at once from the
+ * order's cold end, as whole-object eviction would.
  */
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 					    const struct tier__evict_view *v)
 {
-	if (!p->evict_extents || !v->extents || v->drain || !v->n_ref)
+	if (!p->evict_extents || !v->extents || v->drain || v->objects_bind || !v->n_ref)
 		return TIER__EVH_WHOLE;
-	return v->n_drop ? TIER__EVH_PARTIAL : TIER__EVH_AGAIN;
+	if (v->n_drop)
+		return TIER__EVH_PARTIAL;
+	return v->now ? TIER__EVH_WHOLE : TIER__EVH_AGAIN;
 }
 
 #define AGENT_SLOP 0.02   /* hysteresis, in ratio units */

@@ -152,14 +152,16 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
 
 /*
  * Extent-aware eviction (extent mode, evict_extents): how the agent takes a
- * victim the eviction order picked.  n_ref: its valid extents read or
- * written since the agent last looked at it; n_drop: its clean valid
- * extents not among them.
+ * victim the eviction order or the clock hand picked.  n_ref: its valid
+ * extents read or written since the agent last looked at it; n_drop: its
+ * clean valid extents not among them.
  */
 enum tier__evict_how { TIER__EVH_WHOLE = 0, TIER__EVH_PARTIAL, TIER__EVH_AGAIN };
 struct tier__evict_view {
 	bool extents;          /* the copy has bitmaps (extent mode) */
 	bool drain;            /* an admin evict: everything goes */
+	bool objects_bind;     /* target_max_objects gives the full ratio: only objects free room */
+	bool now;              /* over 100%, the order's victim: no second chance */
 	uint64_t n_ref, n_drop;
 };
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,

@@ -488,9 +488,10 @@ void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t of
  * How the agent takes its victim o (tier__decide_evict_how): the whole
  * object, only its unreferenced clean extents (a partial eviction), or a
  * second chance (nothing to drop: its reference bits are cleared, the
- * policy sees it as used).
+ * policy sees it as used).  drain: an admin evict; now: the order's victim
+ * over 100% of target (no second chance).
  */
-int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain);
+int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain, bool now);
 int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 void tier__evict_again(struct tier_engine *e, struct tier__obj *o);
 
@@ -498,6 +499,8 @@ void tier__evict_again(struct tier_engine *e, struct tier__obj *o);
 void tier__agent_run(struct tier_engine *e);
 void tier__agent_modes(struct tier_engine *e);
 double tier__full_ratio(const struct tier_engine *e);
+/* target_max_objects gives the full ratio (the object ratio is at least the byte ratio). */
+bool tier__full_by_objects(const struct tier_engine *e);
 /* The full ratio less `bytes` and `objs` of it (an op's own reservation). */
 double tier__full_ratio_less(const struct tier_engine *e, uint64_t bytes, uint64_t objs);
 /* Keep the agent off o (written during its flush) until until_ms and a tick. */

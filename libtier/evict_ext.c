@@ -12,7 +12,8 @@
  * a second chance (nothing it could drop); the last two clear its bits and
  * tell the order it was used.
  *
- * A partial eviction, in this order (docs/DURABILITY.md, "Eviction"):
+ * A partial eviction, in this order (docs/DURABILITY.md, "Each write
+ * path", the partial eviction's row):
  *  1. SETMETA guarded by the copy's version, with FUA: the record no longer
  *     lists the dropped extents, durably, before any of their bytes change;
  *     a crash or power cut at any point leaves a record that vouches only
@@ -75,14 +76,16 @@ static uint64_t plan(const struct tier_engine *e, const struct tier__obj *o, uin
 	return n;
 }
 
-int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain)
+int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain, bool now)
 {
 	struct tier__evict_view v = { .extents = ref_bits(e, o) &&
 					 e->p.promote_granularity == TIER_GRAN_EXTENT,
-				      .drain = drain };
+				      .drain = drain, .now = now };
 
-	if (v.extents && e->p.evict_extents)
+	if (v.extents && e->p.evict_extents) {
+		v.objects_bind = tier__full_by_objects(e);
 		v.n_drop = plan(e, o, NULL, &v.n_ref);
+	}
 	return tier__decide_evict_how(&e->p, &v);
 }
 

@@ -489,7 +489,11 @@ struct tier__obj *tier__obj_at(const struct tier_engine *e, uint32_t idx1)
 	if (!idx1 || idx1 > e->slab_used)
 		return NULL;
 	o = slot(e, idx1);
-	return o->key ? o : NULL;   /* a free entry has key 0 (tier__obj_release) */
+	/*
+	 * A free entry has key 0 (tier__obj_release), and so has object 0 of
+	 * the image whose id is 0 (prefix_id: one image in 2^20): the map tells.
+	 */
+	return o->key || tier__obj_find(e, 0) == o ? o : NULL;
 }
 
 void tier__map_foreach(struct tier_engine *e,

@@ -765,6 +765,8 @@ GETTER(rf_unsynced, r->st.fill_skip_unsynced)
 GETTER(rf_partial, r->st.fill_skip_partial)
 GETTER(flushes, r->st.flushes)
 GETTER(evictions, r->st.evictions)
+GETTER(evict_partial, r->st.evict_partial)
+GETTER(evict_again, r->st.evict_again)
 GETTER(cached_obj, r->st.cached_objects)
 GETTER(dirty_obj, r->st.dirty_objects)
 GETTER(full_end, (double)r->st.full_ratio_ppm / 1e6)
@@ -818,6 +820,8 @@ static const struct row rows[] = {
 	{ "rfill refused partial", "fill_skip_partial", F_U64, get_rf_partial },
 	{ "flushes", "flushes", F_U64, get_flushes },
 	{ "evictions", "evictions", F_U64, get_evictions },
+	{ "partial evictions", "evict_partial", F_U64, get_evict_partial },
+	{ "second chances", "evict_again", F_U64, get_evict_again },
 	{ "cached objects (end)", "cached_objects_end", F_U64, get_cached_obj },
 	{ "dirty objects (end)", "dirty_objects_end", F_U64, get_dirty_obj },
 	{ "full ratio (end)", "full_ratio_end", F_X, get_full_end },

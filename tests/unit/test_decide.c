@@ -597,6 +597,15 @@ static void test_evict_how(void **state)
 	v.extents = false;                      /* object mode */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
 	v.extents = true;
+	v.objects_bind = true;                  /* target_max_objects binds: only objects free room */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.objects_bind = false;
+	v.n_drop = 0;
+	v.now = true;                           /* over 100%: no second chance */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.n_drop = 5;                           /* but dropping cold extents still comes first */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_PARTIAL);
+	v.now = false;
 	p.evict_extents = 0;
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
 }

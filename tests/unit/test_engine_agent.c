@@ -882,6 +882,231 @@ static void test_partial_eviction_hand_vs_order(void **state)
 	hand_vs_order(2);
 }
 
+/*
+ * A reference bit records a hit: the extents a read fill brings in enter
+ * unreferenced, and only a read of them since makes them stay when the
+ * hand comes round (a first touch that is never repeated leaves at the
+ * hand's next pass, as from a CLOCK's probation; docs/BENCHMARKS.md,
+ * "Reference bits count hits").  Object 0 is in base only; extents 0-1
+ * are read (a read fill makes the copy), 0 read again (a hit), 8-9 read
+ * (a read fill adds them; no sequential stream, an eighth of the object
+ * valid: no whole fill).  Over target the hand keeps 0, drops 1, 8, 9.
+ */
+static void test_read_fill_enters_unreferenced(void **state)
+{
+	struct tier_params p = agent_params();
+	struct env *v;
+	struct tier_meta m;
+	uint64_t words[2] = { 0 };
+	uint8_t b[4 * XS];
+	(void)state;
+
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_objects = 0;
+	p.target_max_bytes = 64 * OS;
+	p.cache_min_evict_age = 0;
+	v = env_new(&p);
+	assert_int_equal(env_write(v, 0, OS, 1), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(tier_engine_evict_all(v->e, NULL), 0);   /* base holds it, the cache not */
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 2 * XS, b, 0), 0);
+	assert_int_equal(env_stats(v).fills, 1);                  /* a read fill: a copy of 0-1 */
+	assert_int_equal(env_stats(v).cached_bytes, 2 * XS);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, XS, b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, 1);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 8 * XS, 2 * XS, b, 0), 0);
+	assert_int_equal(env_stats(v).fills, 2);                  /* 8-9 added */
+	assert_int_equal(env_stats(v).cached_bytes, 4 * XS);
+	p.target_max_bytes = 4 * XS;                              /* full ratio 1.0 */
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	assert_int_equal(env_stats(v).evict_partial, 1);
+	assert_int_equal(env_stats(v).evict_again, 0);
+	assert_int_equal(env_stats(v).cached_bytes, XS);
+	assert_true(cache_meta(v, 0, &m, words, 1) >= 0);
+	assert_int_equal(words[0], 0x1);
+	check_obj0(v);
+	env_free(v);
+}
+
+/* One agent run (a tick), then the completions of what it started (they run it again). */
+static void tick_once(struct env *v)
+{
+	tier_engine_tick(v->e);
+	while (tier_cq_drain(v->cq))
+		;
+}
+
+/*
+ * Objects 0..n-1 whole in the cache and clean, each read since: extents
+ * 0-3 (all, if whole) referenced.
+ */
+static struct env *refd_objs(struct tier_params *p, uint64_t mode, int n, bool whole)
+{
+	struct env *v;
+	uint8_t *b = malloc(OS);
+
+	*p = agent_params();
+	p->promote_granularity = TIER_GRAN_EXTENT;
+	p->target_max_objects = 0;
+	p->target_max_bytes = 64 * OS;
+	p->cache_min_evict_age = 0;
+	p->evict_extents = mode;
+	v = env_new(p);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(env_write(v, (uint64_t)i * OS, OS, (uint64_t)i), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).dirty_objects, 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, whole ? OS : 4 * XS, b, 0), 0);
+	assert_int_equal(env_stats(v).cached_objects, (uint64_t)n);
+	free(b);
+	return v;
+}
+
+/*
+ * When target_max_objects binds, only whole objects free room: no partial
+ * eviction (it would drop extents and leave the object count where it
+ * was), the victims go whole, in either mode.
+ */
+static void objects_bind(uint64_t mode)
+{
+	struct tier_params p;
+	struct env *v = refd_objs(&p, mode, 10, false);
+	struct tier_stats s;
+
+	p.target_max_objects = 10;               /* full ratio 1.0 by objects, ~0 by bytes */
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.evict_partial, 0);
+	assert_true(s.evictions >= 2);
+	assert_true(s.cached_objects <= 8);
+	env_free(v);
+}
+
+static void test_partial_eviction_not_when_objects_bind(void **state)
+{
+	(void)state;
+	objects_bind(1);
+	objects_bind(2);
+}
+
+/*
+ * Over 100% of target every victim with nothing to drop (each extent read
+ * since the last look) would get a second chance; the order's victims get
+ * none there: the agent's first run makes room in every mode, as with
+ * whole objects.  20 objects, 4 jobs at a time: the order's 4 rounds of
+ * second chances covered 16 of them and started nothing (evict_extents 1:
+ * the cache stayed over 100% until the next tick).
+ */
+static void over_full_one_tick(uint64_t mode)
+{
+	struct tier_params p;
+	struct env *v = refd_objs(&p, mode, 20, true);
+	struct tier_stats s;
+
+	p.target_max_bytes = 19 * OS;            /* full ratio 20/19: over 100% */
+	env_set_params(v, &p);                   /* the agent runs at once */
+	while (tier_cq_drain(v->cq))
+		;
+	s = env_stats(v);
+	assert_true(s.evictions >= 1);
+	assert_true(s.cached_objects < 20);
+	assert_true(s.full_ratio_ppm <= 1000000);
+	env_free(v);
+}
+
+static void test_over_full_no_second_chance_delay(void **state)
+{
+	(void)state;
+	over_full_one_tick(0);
+	over_full_one_tick(1);
+	over_full_one_tick(2);
+}
+
+/*
+ * The hand's visits are not the order's offers: the agent_skip_* counters
+ * count what the order offered and the agent passed over, with the hand
+ * or without it.  10 young objects over target: a tick skips each once.
+ */
+static uint64_t young_skips(uint64_t mode)
+{
+	struct tier_params p;
+	struct env *v = refd_objs(&p, mode, 10, false);
+	uint64_t n;
+
+	p.cache_min_evict_age = 3600000;         /* all young */
+	p.target_max_bytes = 10 * OS;            /* full ratio 1.0: evict "some", ages count */
+	env_set_params(v, &p);
+	n = env_stats(v).agent_skip_young;
+	tick_once(v);
+	n = env_stats(v).agent_skip_young - n;
+	assert_int_equal(env_stats(v).evict_partial + env_stats(v).evictions, 0);
+	env_free(v);
+	return n;
+}
+
+static void test_hand_visits_not_counted_as_skips(void **state)
+{
+	(void)state;
+	assert_int_equal(young_skips(1), 10);    /* each offered once and passed over */
+	assert_int_equal(young_skips(2), 10);    /* the hand's visits add none */
+}
+
+/*
+ * The hand visits object 0 of the image whose id is 0: its key is 0, as
+ * a free map entry's.  The image's prefix hashes to id 0; its objects 0
+ * and 1 are set up as in hand_vs_order, object 0 first (the map's first
+ * entry, where the hand starts): the hand takes object 0's cold extents
+ * (read back as misses), object 1 stays whole (hits).
+ */
+static void test_hand_visits_key_zero(void **state)
+{
+	struct tier_params p = agent_params();
+	struct tier_image_opts io = { .name = "k0", .object_prefix = "rbd_data.key0.556601",
+				      .size = 64 * OS };
+	struct env *v;
+	uint8_t *b = malloc(OS);
+	uint64_t hits;
+	(void)state;
+
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_objects = 0;
+	p.target_max_bytes = 64 * OS;
+	p.cache_min_evict_age = 0;
+	v = env_new(&p);
+	tier_image_close(v->img);                /* nothing cached of it: no map entry */
+	assert_int_equal(tier_image_open(v->e, &io, &v->img), 0);
+	env_pump(v);
+	assert_int_equal(tier_image_ready(v->img), 1);
+	assert_int_equal(env_write(v, 0, OS, 1), 0);
+	assert_int_equal(env_write(v, OS, OS, 2), 0);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_io(v, TIER_REQ_READ, OS, 4 * XS, b, 0), 0);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, 4 * XS, b, 0), 0);
+	p.target_max_bytes = 2 * OS * 100 / 82;  /* full ratio 0.82: evict "some", one job */
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	env_pump(v);
+	assert_int_equal(env_stats(v).evict_partial, 1);
+	assert_int_equal(env_stats(v).evictions, 0);
+	hits = env_stats(v).read_hits;
+	assert_int_equal(env_io(v, TIER_REQ_READ, OS + 4 * XS, OS - 4 * XS, b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, hits + 1);          /* object 1 whole */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 4 * XS, OS - 4 * XS, b, 0), 0);
+	assert_int_equal(env_stats(v).read_hits, hits + 1);          /* object 0's cold extents went */
+	free(b);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -903,6 +1128,11 @@ int main(void)
 		cmocka_unit_test(test_write_racing_partial_eviction),
 		cmocka_unit_test(test_partial_eviction_record_first),
 		cmocka_unit_test(test_partial_eviction_hand_vs_order),
+		cmocka_unit_test(test_read_fill_enters_unreferenced),
+		cmocka_unit_test(test_partial_eviction_not_when_objects_bind),
+		cmocka_unit_test(test_over_full_no_second_chance_delay),
+		cmocka_unit_test(test_hand_visits_not_counted_as_skips),
+		cmocka_unit_test(test_hand_visits_key_zero),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
