@@ -204,7 +204,7 @@ static const struct row rows[] = {
 	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH, X_BITS,
 	    TIER__R_DONE, NONE),
 	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_VUNK, X_BITS, TIER__R_DONE, NONE),
-	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_DONE, NONE),
+	ROW(F, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS, TIER__R_WAIT, NONE),  /* after it */
 	ROW(F, RP, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_DONE, NONE),     /* no read admission */
 	ROW(F, PX, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_DONE, NONE),
 	ROW(F, NO, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_DONE, NONE),
@@ -408,7 +408,7 @@ static void test_route_sweep(void **state)
 		if (d.fill == TIER__FILL_GO) {
 			assert_true(mode == WB || mode == RO);
 			assert_true(!degraded && !full && (recent || s.hint));
-			assert_true(!(flag_sets[fi] & (TIER__OF_FQUEUED | TIER__OF_FILLING)));
+			assert_true(!(flag_sets[fi] & TIER__OF_FQUEUED));   /* one hint at a time */
 		}
 		assert_true(d.fill != TIER__FILL_SKIP_DEGRADED || degraded);
 		assert_true(d.fill != TIER__FILL_SKIP_FULL || full);
@@ -454,7 +454,7 @@ static void test_fill_choice(void **state)
 		FROW(WB, A, 1, 1, 0, 0, 0, TIER__FILL_NONE),                  /* full */
 		FROW(RP, A, 1, 0, 0, 0, 0, TIER__FILL_NONE),                  /* reads not admitted */
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED, X_BITS, TIER__FILL_NONE),
-		FROW(WB, CL, 1, 0, 0, TIER__OF_FILLING, X_BITS, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 0, TIER__OF_FILLING, X_BITS, TIER__FILL_GO),   /* its hint waits */
 		FROW(WB, CL, 1, 0, 0, TIER__OF_EVICTING, X_BITS, TIER__FILL_NONE),
 		FROW(WB, D, 1, 0, 0, TIER__OF_VUNK, X_BITS, TIER__FILL_NONE),
 		FROW(WB, CL, 1, 0, 0, 0, X_BITS | X_NOCACHE, TIER__FILL_NONE),
