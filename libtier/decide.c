@@ -103,12 +103,13 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * good, so the next read of them missed again, which an LRU of blocks
  * (or this engine at queue depth 1) would have hit: pareto@25% missed
  * 14.47% at queue depth 16 against 13.99% at depth 1 and 13.96% for the
- * block LRU (docs/BENCHMARKS.md, "Fills behind a running fill").  Otherwise skipped, and counted, when the
- * pool is degraded, the cache full (admitted bytes included) or the read
- * not admitted (cold).  The token buckets come after (promote.c), for the
- * base reads of the fill's window; the read's own whole extents need none
- * (dispatch.c: a read fill of what it brings, when the window holds no more
- * or the throttle says no).
+ * block LRU (docs/BENCHMARKS.md, "Fills behind a running fill").
+ * Otherwise skipped, and counted, when the pool is degraded, the cache
+ * full (admitted bytes included) or the read not admitted (cold).  The
+ * token buckets come after (promote.c), for the base reads of the fill's
+ * window; the read's own whole extents need none (dispatch.c: a read fill
+ * of what it brings, when the window holds no more or the throttle says
+ * no).
  */
 enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier__dstate *s)
 {

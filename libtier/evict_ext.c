@@ -5,12 +5,17 @@
  * Whole-object eviction drops an object's hot extents with its cold ones.
  * Each cached copy in extent mode keeps a reference bit per extent (the
  * third bitmap behind its map entry, memory only), set when a client read
- * or write touches the extent while it is valid.  When the eviction order
- * hands the agent a victim, tier__decide_evict_how says what to do with it:
- * the whole object (nothing referenced since the agent last looked), a
- * partial eviction (drop its clean unreferenced extents, keep the rest) or
- * a second chance (nothing it could drop); the last two clear its bits and
- * tell the order it was used.
+ * or write touches the extent while it is valid: a hit.  What a miss
+ * brings in (a read fill, a write's new extent) enters unreferenced and
+ * goes at the hand's next pass unless hit by then, a CLOCK's probation for
+ * one-touch blocks (setting the bit there cost the suite 1.026 -> 1.035
+ * gmean miss/OPT: docs/BENCHMARKS.md, "Reference bits count hits").
+ * When the eviction order or the clock hand (agent.c) gives the agent a
+ * victim, tier__decide_evict_how says what to do with it: the whole object
+ * (nothing referenced since the agent last looked), a partial eviction
+ * (drop its clean unreferenced extents, keep the rest) or a second chance
+ * (nothing it could drop); the last two clear its bits and tell the order
+ * it was used.
  *
  * A partial eviction, in this order (docs/DURABILITY.md, "Each write
  * path", the partial eviction's row):
