@@ -60,15 +60,37 @@ static struct tier__decision go(enum tier__route r, const char *why)
 }
 
 /*
+ * Room for a miss without pressure: the cache (admitted bytes included) is
+ * below its full target by more than the agent's hysteresis, so admitting
+ * it evicts nothing now and the agent is not about to start.  The margin
+ * keeps a full cache, which the agent holds between the target and
+ * ROOM_MARGIN under it, from opening its admission after every eviction.
+ */
+#define ROOM_MARGIN 0.02
+
+static bool room_for_miss(const struct tier_params *p, const struct tier__dstate *s)
+{
+	return p->admit_when_room && s->offered &&
+	       s->full < p->cache_target_full_ratio - ROOM_MARGIN;
+}
+
+/*
  * Admission of a miss, in Ceph's order: the cache mode (writeback admits
  * both, readproxy only writes, readonly only reads, proxy and none
  * nothing), a degraded cache pool, the cache over 100% of its target
  * (admitted bytes included), then Ceph's recency rule or else the eviction
- * policy's hint.  With admission = tinylfu, once the cache is at its full
- * target (cache_target_full_ratio) a miss must also be more frequent than
- * the object it would push out (TinyLFU: estimate > the victim's), so a
- * one-off does not evict a popular object.  The token buckets come after
- * (promote.c).
+ * policy's hint.  Admission filters only under pressure (admit_when_room,
+ * the default): with room below the full target (room_for_miss) a miss
+ * the recency rule would turn away is admitted, as with recency 0, since
+ * it pushes nothing out, and every miss not cached there is one an LRU of
+ * the same size would not have twice (docs/BENCHMARKS.md, "Admission
+ * only under pressure"); as the recency rule, only at a piece's first
+ * decision (offered), so a promotion failing on a sick base is not
+ * retried for the same request forever.  With admission = tinylfu, once the cache is at
+ * its full target (cache_target_full_ratio) a miss must also be more
+ * frequent than the object it would push out (TinyLFU: estimate > the
+ * victim's), so a one-off does not evict a popular object.  The token
+ * buckets come after (promote.c).
  */
 bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write)
 {
@@ -80,7 +102,7 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
 		return false;
 	if (s->degraded || s->full >= 1.0)
 		return false;
-	if (!s->recent && !s->hint)
+	if (!s->recent && !s->hint && !room_for_miss(p, s))
 		return false;
 	if (p->admission == TIER_ADMIT_TINYLFU && s->full >= p->cache_target_full_ratio)
 		return s->freq > s->victim_freq;

@@ -79,6 +79,7 @@ struct tier__dstate {
 	double full;           /* full ratio, admitted bytes included */
 	double full_less_own;  /* hints: the full ratio less their own reservation */
 	/* admission (misses, and reads of a partly valid copy: fills) */
+	bool offered;          /* a client's piece at its first decision: it may be admitted */
 	bool recent;           /* Ceph's recency rule held before this access */
 	bool hint;             /* the eviction policy would admit it (S3-FIFO, ARC ghost) */
 	uint8_t freq;          /* admission = tinylfu: the sketch's estimate, this access included */

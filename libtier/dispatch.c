@@ -893,6 +893,7 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		unsigned n = (unsigned)(x->type == TIER_REQ_READ ? e->p.min_read_recency_for_promote :
 						      e->p.min_write_recency_for_promote);
 
+		s->offered = true;
 		s->recent = tier__hitsets_recent(e->hs, o->key, n);
 		s->hint = !s->recent && e->pol->ops->admit && e->pol->ops->admit(e->pol, o->key);
 		if (e->p.admission == TIER_ADMIT_TINYLFU && (s->recent || s->hint) &&

@@ -130,16 +130,18 @@ void tier_params_default(struct tier_params *p)
  * Named sets of [tier] values applied over the defaults (tier_preset in the
  * config).  "tierd" is the defaults themselves: extent-granular admission
  * (a write miss lands in the cache without reading base), writes admitted
- * on first touch, reads on the second.  "ceph" is Ceph's cache tiering as
- * of its last release: whole-object promotion with proxy write, recency 1
- * for both, its promotion throttle, hitset eviction.  "promote-always" is
- * Ceph before proxy write: every miss waits for a whole-object promotion.
+ * on first touch, reads on the second once the cache is near its full
+ * target (on the first while it has room: admit_when_room).  "ceph" is
+ * Ceph's cache tiering as of its last release: whole-object promotion with
+ * proxy write, recency 1 for both at any fullness, its promotion throttle,
+ * hitset eviction.  "promote-always" is Ceph before proxy write: every
+ * miss waits for a whole-object promotion.
  * tierd evicts by ARC (docs/BENCHMARKS.md, "Eviction and admission by
  * numbers"); the Ceph presets keep Ceph's temperature.
  */
 static const struct {
 	const char *name, *what;
-	const char *kv[10];
+	const char *kv[11];
 } presets[] = {
 	{ "tierd", "the defaults: extent admission, writes on first touch, reads on second, ARC eviction, a clock over extents",
 	  { NULL } },
@@ -147,12 +149,12 @@ static const struct {
 	  { "promote_granularity=object", "write_miss=proxy", "min_write_recency_for_promote=1",
 	    "min_read_recency_for_promote=1", "promote_max_bytes_sec=5M",
 	    "promote_max_objects_sec=25", "evict_policy=hitset", "agent_evict_dirty=0",
-	    "admission=recency", NULL } },
+	    "admission=recency", "admit_when_room=0", NULL } },
 	{ "promote-always", "Ceph without proxy write: every miss promotes the whole object first",
 	  { "promote_granularity=object", "write_miss=promote", "min_write_recency_for_promote=0",
 	    "min_read_recency_for_promote=0", "promote_max_bytes_sec=0",
 	    "promote_max_objects_sec=0", "evict_policy=hitset", "agent_evict_dirty=0",
-	    "admission=recency", NULL } },
+	    "admission=recency", "admit_when_room=0", NULL } },
 };
 
 const char *tier_params_preset_info(size_t i, const char **what)

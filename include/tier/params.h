@@ -67,6 +67,7 @@ enum tier_write_miss { TIER_WMISS_PROXY = 0, TIER_WMISS_PROMOTE };
 	X(hit_set_period, MS, 60000, 100, 86400000ull)                           \
 	X(min_read_recency_for_promote, U64, 1, 0, 64)                           \
 	X(min_write_recency_for_promote, U64, 0, 0, 64)                          \
+	X(admit_when_room, U64, 1, 0, 1)                                         \
 	X(hit_set_grade_decay_rate, U64, 20, 0, 100)                             \
 	X(hit_set_search_last_n, U64, 1, 0, 64)                                  \
 	X(promote_max_bytes_sec, BYTES, 5ull << 20, 0, UINT64_MAX)               \

@@ -51,6 +51,9 @@ enum {
 	X_NEAR = 1 << 13,      /* full 0.9: past cache_target_full_ratio (0.8), below 1 */
 	X_FREQ = 1 << 14,      /* the sketch: the miss 3, the victim 2 (else the miss 1) */
 	X_OBJALL = 1 << 15,    /* fill hints: every extent of the object is valid */
+	X_OFFER = 1 << 16,     /* a client's piece at its first decision (admission may admit) */
+	X_EDGE = 1 << 17,      /* full 0.79: below the full target, within the room margin */
+	X_NOROOM = 1 << 18,    /* admit_when_room = 0 (the ceph presets) */
 };
 
 struct row {
@@ -91,6 +94,17 @@ static const struct row rows[] = {
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_NEAR, TIER__R_PROXY_THEN_PROMOTE, NONE), /* recency only */
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR, TIER__R_PROXY, MISS),
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR | X_FREQ, TIER__R_CACHE_WRITE, MISS),
+	/* admit_when_room: with room below the full target a first decision is admitted */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER, TIER__R_PROXY_THEN_PROMOTE, NONE),
+	ROW(R, WB, EXT, WPX, 0, 0, 0, A, 0, X_OFFER, TIER__R_PROXY, NONE),    /* fill GO: test_fill_choice */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER | X_EDGE, TIER__R_PROXY, NONE), /* the margin */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER | X_NEAR, TIER__R_PROXY, NONE), /* pressure */
+	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER | X_NOROOM, TIER__R_PROXY, NONE), /* ceph */
+	ROW(R, WB, OBJ, WPX, 0, 1, 0, A, 0, X_OFFER, TIER__R_PROXY, NONE),    /* full */
+	ROW(R, WB, OBJ, WPX, 0, 0, 1, A, 0, X_OFFER, TIER__R_PROXY, NONE),    /* degraded */
+	ROW(R, RP, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER, TIER__R_PROXY, NONE),    /* the mode first */
+	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_OFFER, TIER__R_CACHE_WRITE, MISS),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_OFFER | X_NEAR, TIER__R_PROXY, MISS),
 	ROW(R, WB, OBJ, WPX, 1, 1, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* full */
 	ROW(R, WB, OBJ, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, NONE),           /* degraded */
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PQUEUED, 0, TIER__R_PROXY, NONE),
@@ -270,6 +284,9 @@ static struct tier__dstate state_of(int type, bool recent, bool full, bool degra
 	s.hint = x & X_HINT;
 	if (x & X_NEAR)
 		s.full = 0.9;
+	if ((x & X_EDGE) && !full)
+		s.full = 0.79;
+	s.offered = x & X_OFFER;
 	s.freq = (x & X_FREQ) ? 3 : 1;
 	s.victim_freq = 2;
 	s.obj_all_valid = x & X_OBJALL;
@@ -290,6 +307,8 @@ static void test_route_table(void **state)
 
 		if (r->x & X_TLFU)
 			p.admission = TIER_ADMIT_TINYLFU;
+		if (r->x & X_NOROOM)
+			p.admit_when_room = 0;
 		d = tier__decide(&p, &s);
 		if (d.route != r->want || d.count != r->count) {
 			fprintf(stderr, "test_decide.c:%d: route %s count %d, want %s count %d (%s)\n",
@@ -322,7 +341,8 @@ static void test_route_sweep(void **state)
 		X_BITS | X_CLEANX | X_WHOLE, X_BITS | X_CLEANX | X_WHOLE | X_TRIED2, X_NOCACHE,
 		X_NOCACHE | X_TRIED2, X_RUN, X_RUN | X_RUNPROXY | X_BITS | X_ALL | X_ANY,
 		X_RUN | X_RUNPROXY | X_BITS | X_ANY, X_DOWN, X_DOWN | X_DIRTYR,
-		X_DOWN | X_WHOLE, X_HINT, X_HINT | X_BITS, X_BITS | X_OBJALL,
+		X_DOWN | X_WHOLE, X_HINT, X_HINT | X_BITS, X_BITS | X_OBJALL, X_OFFER,
+		X_OFFER | X_BITS, X_OFFER | X_BITS | X_ANY, X_OFFER | X_EDGE | X_BITS,
 	};
 	uint64_t n = 0;
 
@@ -344,6 +364,8 @@ static void test_route_sweep(void **state)
 						 flag_sets[fi], x, gran);
 		struct tier__decision d = tier__decide(&p, &s);
 		enum tier__route r = d.route;
+		/* admit_when_room: a first decision with room below the full target, less the margin */
+		bool room = s.offered && p.admit_when_room && s.full < p.cache_target_full_ratio - 0.02;
 
 		n++;
 		assert_true((unsigned)r < TIER__R_COUNT);
@@ -352,7 +374,7 @@ static void test_route_sweep(void **state)
 		if (d.admitted) {
 			assert_int_equal(s.state, A);
 			assert_true(mode != NO && mode != PX && !degraded && !full);
-			assert_true(recent || s.hint);
+			assert_true(recent || s.hint || room);
 			assert_true(types[ti] == R || types[ti] == W);
 		}
 		if (admits(r) && r != TIER__R_PROMOTE)
@@ -407,12 +429,12 @@ static void test_route_sweep(void **state)
 			assert_true(p.promote_granularity != TIER_GRAN_EXTENT || !s.bitmaps);
 		if (d.fill == TIER__FILL_GO) {
 			assert_true(mode == WB || mode == RO);
-			assert_true(!degraded && !full && (recent || s.hint));
+			assert_true(!degraded && !full && (recent || s.hint || room));
 			assert_true(!(flag_sets[fi] & TIER__OF_FQUEUED));   /* one hint at a time */
 		}
 		assert_true(d.fill != TIER__FILL_SKIP_DEGRADED || degraded);
 		assert_true(d.fill != TIER__FILL_SKIP_FULL || full);
-		assert_true(d.fill != TIER__FILL_SKIP_COLD || (!recent && !s.hint));
+		assert_true(d.fill != TIER__FILL_SKIP_COLD || (!recent && !s.hint && !room));
 		/* while a fill runs, nothing goes to base or drops the copy but reads */
 		if ((flag_sets[fi] & TIER__OF_FILLING) && types[ti] != R && types[ti] != C &&
 		    types[ti] != F)
@@ -421,7 +443,7 @@ static void test_route_sweep(void **state)
 		if (flag_sets[fi] & TIER__OF_FILL_READY)
 			assert_int_equal(r, TIER__R_WAIT);
 	}
-	assert_true(n > 2000000);   /* 6 x 5 x 2 x 2 x 8 x 3 x 12 x 83 */
+	assert_true(n > 2000000);   /* 6 x 5 x 2 x 2 x 8 x 3 x 12 x 87 */
 }
 
 /* After a read that needed base for part of a cached copy: fill it, or why not. */
@@ -460,6 +482,14 @@ static void test_fill_choice(void **state)
 		FROW(WB, CL, 1, 0, 0, 0, X_BITS | X_NOCACHE, TIER__FILL_NONE),
 		FROW(WB, CL, 1, 0, 1, 0, X_BITS | X_DOWN, TIER__FILL_NONE),   /* base serves it */
 		FROW(WB, D, 1, 0, 0, TIER__OF_FLUSHING, X_BITS, TIER__FILL_GO),
+		/* admit_when_room: a cold read with room is a read fill, or fills its copy */
+		FROW(WB, A, 0, 0, 0, 0, X_OFFER, TIER__FILL_GO),
+		FROW(WB, A, 0, 0, 0, 0, X_OFFER | X_EDGE, TIER__FILL_NONE),
+		FROW(WB, A, 0, 0, 0, 0, X_OFFER | X_NOROOM, TIER__FILL_NONE),
+		FROW(WB, CL, 0, 0, 0, 0, X_BITS | X_OFFER, TIER__FILL_GO),
+		FROW(WB, CL, 0, 0, 0, 0, X_BITS | X_OFFER | X_NEAR, TIER__FILL_SKIP_COLD),
+		FROW(WB, CL, 0, 0, 0, 0, X_BITS | X_OFFER | X_NOROOM, TIER__FILL_SKIP_COLD),
+		FROW(WB, CL, 0, 0, 0, 0, X_BITS | X_EDGE, TIER__FILL_SKIP_COLD),  /* decided before */
 #undef FROW
 	};
 	int bad = 0;
@@ -469,7 +499,11 @@ static void test_fill_choice(void **state)
 		struct tier_params p = params_of(t[i].mode, EXT, WPX);
 		struct tier__dstate s = state_of(R, t[i].recent, t[i].full, t[i].degraded,
 						 t[i].state, t[i].flags, t[i].x, EXT);
-		struct tier__decision d = tier__decide(&p, &s);
+		struct tier__decision d;
+
+		if (t[i].x & X_NOROOM)
+			p.admit_when_room = 0;
+		d = tier__decide(&p, &s);
 
 		if (d.fill != t[i].want) {
 			fprintf(stderr, "test_decide.c:%d: fill %d (%s), want %d (route %s)\n",
@@ -480,6 +514,52 @@ static void test_fill_choice(void **state)
 	}
 	assert_int_equal(bad, 0);
 	assert_string_equal(tier__fill_name(TIER__FILL_SKIP_COLD), "skipped, cold");
+}
+
+/*
+ * admit_when_room (default on, off in the ceph presets): the recency rule
+ * filters only under pressure.  Below the full target less the margin
+ * (0.8 - 0.02) a miss it turns away is admitted, at its first decision
+ * only; from the margin up the rule applies as set.
+ */
+static void test_admit_when_room(void **state)
+{
+	struct tier_params p;
+	struct tier__dstate s;
+	char err[128];
+	(void)state;
+
+	tier_params_default(&p);
+	assert_int_equal(p.admit_when_room, 1);
+	assert_int_equal(p.min_read_recency_for_promote, 1);
+	memset(&s, 0, sizeof(s));
+	s.offered = true;
+	for (int i = 0; i <= 100; i++) {
+		s.full = i / 100.0;
+		assert_int_equal(tier__decide_admit(&p, &s, false), s.full < 0.78 - 1e-9);
+		assert_int_equal(tier__decide_admit(&p, &s, true), s.full < 0.78 - 1e-9);
+	}
+	s.full = 0.5;
+	s.offered = false;   /* decided again after its access was recorded */
+	assert_false(tier__decide_admit(&p, &s, false));
+	s.offered = true;
+	p.cache_target_full_ratio = 0.5;   /* the target moves the line */
+	assert_false(tier__decide_admit(&p, &s, false));
+	s.full = 0.47;
+	assert_true(tier__decide_admit(&p, &s, false));
+	s.recent = true;   /* under pressure the rule as set still admits */
+	s.full = 0.9;
+	assert_true(tier__decide_admit(&p, &s, false));
+	s.recent = false;
+	assert_false(tier__decide_admit(&p, &s, false));
+
+	assert_int_equal(tier_params_preset(&p, "ceph", err, sizeof(err)), 0);
+	assert_int_equal(p.admit_when_room, 0);
+	s.full = 0;
+	assert_false(tier__decide_admit(&p, &s, false));
+	tier_params_default(&p);
+	assert_int_equal(tier_params_preset(&p, "promote-always", err, sizeof(err)), 0);
+	assert_int_equal(p.admit_when_room, 0);
 }
 
 static struct tier__agent_view av(int state, unsigned flags, bool busy, bool img, bool ign,
@@ -796,6 +876,7 @@ int main(void)
 		cmocka_unit_test(test_route_table),
 		cmocka_unit_test(test_route_sweep),
 		cmocka_unit_test(test_fill_choice),
+		cmocka_unit_test(test_admit_when_room),
 		cmocka_unit_test(test_fill_budget),
 		cmocka_unit_test(test_agent_choice),
 		cmocka_unit_test(test_agent_modes),

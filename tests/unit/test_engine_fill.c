@@ -541,6 +541,67 @@ static void test_read_miss_fills_its_extents(void **state)
 }
 
 /*
+ * admit_when_room: a first read of a cold object (the recency rule, 1,
+ * turns it away) is cached by its read fill while the cache is below its
+ * full target less the margin (0.78 of target), and proxied with nothing
+ * cached once it is within the margin; admit_when_room = 0 proxies it
+ * with room too (Ceph's rule as set).
+ */
+static void test_first_read_cached_with_room(void **state)
+{
+	struct tier_params p;
+	uint8_t *model = calloc(1, ISZ);
+	(void)state;
+
+	ext_params(&p, 1);
+	p.fill_window = EXT;
+	p.target_max_bytes = 4 * OS;   /* 64 extents: the margin's line is 49.92 */
+	p.admit_when_room = 0;
+	struct env *v = env_new(&p);
+	base_content(v, &p, model, 6);
+	for (uint64_t i = 0; i <= p.hit_set_count; i++)
+		rotate(v);
+	/* off: the first read of object 5 is proxied, nothing cached */
+	env_check(v, model, 5 * OS + 3 * EXT, EXT);
+	env_pump(v);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.fills, 0);
+	assert_int_equal(s.cached_objects, 0);
+
+	/* on, with room: the first read of object 0 becomes a CLEAN copy of its extent */
+	p.admit_when_room = 1;
+	env_set_params(v, &p);
+	env_check(v, model, 3 * EXT, EXT);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.fills, 1);
+	assert_int_equal(s.cached_objects, 1);
+	assert_int_equal(s.cached_bytes, EXT);
+	uint64_t r0 = base_reads(v);
+	env_check(v, model, 3 * EXT, EXT);   /* a hit: no base read */
+	assert_int_equal(base_reads(v), r0);
+	assert_int_equal(env_stats(v).read_hits, s.read_hits + 1);
+
+	/* within the margin (50 of 64 extents: 0.781): the rule as set again */
+	assert_int_equal(env_write(v, OS, 3 * OS, 9), 0);
+	model_write(model, OS, 3 * OS, 9);
+	assert_int_equal(env_write(v, 8 * EXT, EXT, 10), 0);
+	model_write(model, 8 * EXT, EXT, 10);
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.cached_bytes, 50 * EXT);
+	env_check(v, model, 4 * OS, EXT);   /* object 4: cold, not cached */
+	env_pump(v);
+	s = env_stats(v);
+	assert_int_equal(s.fills, 1);
+	assert_int_equal(s.cached_objects, 4);
+	assert_int_equal(s.cached_bytes, 50 * EXT);
+	env_check(v, model, 0, ISZ);
+	free(model);
+	env_free(v);
+}
+
+/*
  * The read a read fill takes its data from reads base the way a promotion
  * would: FUA where base was written without FUA since its last sync, and no
  * read fill at all while a base remove no barrier covers is pending.
@@ -980,6 +1041,7 @@ int main(void)
 		cmocka_unit_test(test_fill_window_copies_only_the_window),
 		cmocka_unit_test(test_fill_overtaken_by_writes_ends),
 		cmocka_unit_test(test_read_miss_fills_its_extents),
+		cmocka_unit_test(test_first_read_cached_with_room),
 		cmocka_unit_test(test_read_fill_reads_base_durably),
 		cmocka_unit_test(test_read_fill_vouches_only_durable_bytes),
 		cmocka_unit_test(test_write_racing_read_fill_wins),

@@ -49,6 +49,8 @@ static inline void env_params(struct tier_params *p)
 	p->target_max_bytes = 64 * OS;
 	p->min_read_recency_for_promote = 0;
 	p->min_write_recency_for_promote = 0;
+	/* the recency rule as set, room or not (admit_when_room has its own tests) */
+	p->admit_when_room = 0;
 	p->hit_set_period = 1000;
 	/*
 	 * Most tests want an admitted write miss to land in the cache at once

@@ -208,7 +208,7 @@ static void test_foreach_round_trips_every_key(void **state)
 	p.hit_set_fpp = 0.01;
 	p.cache_min_evict_age = 1234;
 	tier_params_foreach(&p, collect_fn, &c);
-	assert_int_equal(c.n, 6 + 21 + 4);   /* enums + u64 + ratios */
+	assert_int_equal(c.n, 6 + 22 + 4);   /* enums + u64 + ratios */
 	assert_string_equal(c.keys[0], "cache_mode");
 	assert_string_equal(c.vals[0], "readonly");
 	memset(&q, 0xab, sizeof(q));
