@@ -59,19 +59,19 @@ static struct tier__decision go(enum tier__route r, const char *why)
 	return (struct tier__decision){ .route = r, .why = why };
 }
 
+#define AGENT_SLOP 0.02   /* the agent's hysteresis, in ratio units */
+
 /*
  * Room for a miss without pressure: the cache (admitted bytes included) is
  * below its full target by more than the agent's hysteresis, so admitting
  * it evicts nothing now and the agent is not about to start.  The margin
  * keeps a full cache, which the agent holds between the target and
- * ROOM_MARGIN under it, from opening its admission after every eviction.
+ * AGENT_SLOP under it, from opening its admission after every eviction.
  */
-#define ROOM_MARGIN 0.02
-
 static bool room_for_miss(const struct tier_params *p, const struct tier__dstate *s)
 {
 	return p->admit_when_room && s->offered &&
-	       s->full < p->cache_target_full_ratio - ROOM_MARGIN;
+	       s->full < p->cache_target_full_ratio - AGENT_SLOP;
 }
 
 /*
@@ -86,11 +86,11 @@ static bool room_for_miss(const struct tier_params *p, const struct tier__dstate
  * the same size would not have twice (docs/BENCHMARKS.md, "Admission
  * only under pressure"); as the recency rule, only at a piece's first
  * decision (offered), so a promotion failing on a sick base is not
- * retried for the same request forever.  With admission = tinylfu, once the cache is at
- * its full target (cache_target_full_ratio) a miss must also be more
- * frequent than the object it would push out (TinyLFU: estimate > the
- * victim's), so a one-off does not evict a popular object.  The token
- * buckets come after (promote.c).
+ * retried for the same request forever.  With admission = tinylfu, once
+ * the cache is at its full target (cache_target_full_ratio) a miss must
+ * also be more frequent than the object it would push out (TinyLFU:
+ * estimate > the victim's), so a one-off does not evict a popular object.
+ * The token buckets come after (promote.c).
  */
 bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write)
 {
@@ -547,8 +547,6 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 		return TIER__EVH_PARTIAL;
 	return v->now ? TIER__EVH_WHOLE : TIER__EVH_AGAIN;
 }
-
-#define AGENT_SLOP 0.02   /* hysteresis, in ratio units */
 
 struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__modes cur,
 				      double dr, double fr, bool any_dirty, bool any_cached)

@@ -143,7 +143,7 @@ static const struct {
 	const char *name, *what;
 	const char *kv[11];
 } presets[] = {
-	{ "tierd", "the defaults: extent admission, writes on first touch, reads on second, ARC eviction, a clock over extents",
+	{ "tierd", "the defaults: extent admission, writes on first touch, reads on second under pressure (first with room), ARC eviction, a clock over extents",
 	  { NULL } },
 	{ "ceph", "Ceph's cache tiering: whole-object promotion, proxy write, recency 1, 5 MiB/s + 25/s throttle",
 	  { "promote_granularity=object", "write_miss=proxy", "min_write_recency_for_promote=1",
