@@ -146,8 +146,9 @@ kill -0 "$pid" 2>/dev/null && ok "still running" || fail "died on bad reload"
 counter() { ctl perf dump | grep -o "\"$1\": [0-9]*" | head -1 | grep -o '[0-9]*$'; }
 if command -v qemu-io > /dev/null; then
 	# config set changes behaviour, not just config show: with a write recency
-	# no object can reach, a write to an uncached object is proxied.
-	write_conf 256M ""
+	# no object can reach, a write to an uncached object is proxied (with
+	# admit_when_room = 0: the recency rule applies with room in the cache).
+	write_conf 256M "admit_when_room = 0"
 	kill -HUP "$pid"; sleep 0.5
 	ctl config set hit_set_count 8 > /dev/null || fail "set hit_set_count"
 	ctl config set min_write_recency_for_promote 9 > /dev/null || fail "set recency"

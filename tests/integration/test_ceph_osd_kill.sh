@@ -169,6 +169,8 @@ promote_max_bytes_sec = 0
 promote_max_objects_sec = 0
 CFG
 		printf '%s\n' "$@"
+		# Ceph's admission: the recency rules apply with room in the cache too
+		case " $* " in *" admit_when_room ="*) ;; *) echo "admit_when_room = 0" ;; esac
 		printf '[image.disk]\nrbd_image = %s\n' "$image"
 	} >"$WORK/$name.conf"
 }
@@ -256,9 +258,11 @@ H ls cache "$PRE." >"$WORK/cache.ls"
 	ok "prepared: cache objects 0-3 clean, 4-7 dirty, none of 8-11" ||
 	bad "prepared layout wrong: $(tr '\n' ' ' <"$WORK/cache.ls")"
 
-# the workload's tierd: no promotion (recency 9 with 60 s hitsets), the map
-# rebuilt from the cache pool at start-up
-write_conf fault "$IMG" "min_write_recency_for_promote = 9" "min_read_recency_for_promote = 9"
+# the workload's tierd: no promotion (recency 9 with 60 s hitsets, and no
+# admission for room: admit_when_room = 0), the map rebuilt from the cache
+# pool at start-up
+write_conf fault "$IMG" "min_write_recency_for_promote = 9" "min_read_recency_for_promote = 9" \
+	"admit_when_room = 0"
 start fault
 SPEC=("clean:$(o2s 0):$(o2s 2):r" "clean2:$(o2s 2):$(o2s 2):w-late" "dirty:$(o2s 4):$(o2s 4):rw" "base:$(o2s 8):$(o2s 4):rw")
 

@@ -171,6 +171,8 @@ CFG
 		case " $* " in *" promote_max_"*) ;; *) printf 'promote_max_bytes_sec = 0\npromote_max_objects_sec = 0\n' ;; esac
 		# they were written for whole-object promotions (the default is extent)
 		case " $* " in *" promote_granularity ="*) ;; *) echo "promote_granularity = object" ;; esac
+		# and for Ceph's admission: the recency rules apply with room in the cache too
+		case " $* " in *" admit_when_room ="*) ;; *) echo "admit_when_room = 0" ;; esac
 		printf '[image.disk]\nrbd_image = %s\n' "$image"
 	} >"$WORK/$name.conf"
 }
@@ -359,10 +361,12 @@ section_mix() {
 	new_image "$T-mix" 64M
 	local img=$T-mix pre=$PREFIX got
 	# recency 9 needs 8 consecutive archived hitsets; with a 60 s period none
-	# is archived during the test, so no object can qualify
+	# is archived during the test, so no object can qualify (admit_when_room
+	# = 0: the rule applies with room in the cache too)
 	write_conf mix "$img" "target_max_bytes = 256M" "cache_target_dirty_ratio = 0.9" \
 		"cache_target_dirty_high_ratio = 0.95" "hit_set_count = 8" "hit_set_period = 60s" \
-		"min_write_recency_for_promote = 9" "min_read_recency_for_promote = 9"
+		"min_write_recency_for_promote = 9" "min_read_recency_for_promote = 9" \
+		"admit_when_room = 0"
 	start mix
 	MIX_PID=$TPID
 	fio_seq mix 0 && ok "16 MiB written at offset 0 (recency 9)" || bad "fio seq write failed"
