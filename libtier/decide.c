@@ -634,10 +634,21 @@ uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tie
  * the store holds as clean also needs the dirty mark durable first: the
  * caller passes it as pre_meta, which the store always makes durable.)
  */
-uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool fua)
+uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool clean_over, bool rec_dirty,
+			       bool fua)
 {
+	/*
+	 * An overwrite of extents the record already calls valid and dirty
+	 * changes nothing a cut or a kill could get wrong: the record may be
+	 * stored later (F_LAZY_META), docs/DURABILITY.md "Records left in
+	 * memory".  Anything that makes extents valid or dirty, or asks for
+	 * durability, stores it with the write.
+	 */
+	bool lazy = !creating && !new_valid && !clean_over && rec_dirty && !fua;
+
 	return TIER_STORE_F_META | (fua ? TIER_STORE_F_FUA : 0) |
-	       (creating ? TIER_STORE_F_EXCL : 0) | (new_valid ? TIER_STORE_F_ORDERED : 0);
+	       (creating ? TIER_STORE_F_EXCL : 0) | (new_valid ? TIER_STORE_F_ORDERED : 0) |
+	       (lazy ? TIER_STORE_F_LAZY_META : 0);
 }
 
 /*

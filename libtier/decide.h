@@ -192,11 +192,15 @@ uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tie
 
 /*
  * The store flags of a cache write: creating (the copy is ABSENT: F_EXCL),
- * new_valid (it makes extents valid: F_ORDERED), fua (the client asked).
- * Whether it also needs a pre_meta (it overwrites extents the store holds
- * as clean) is computed from the bitmaps by dispatch.c's cw_issue.
+ * new_valid (it makes extents valid: F_ORDERED), clean_over (it overwrites
+ * extents the store holds as clean: dispatch.c's cw_issue gives the dirty
+ * mark as pre_meta), rec_dirty (the store's record is known to be the
+ * object's DIRTY meta: no failed write left it uncertain), fua (the client
+ * asked).  Without the first three and fua, over a known dirty record, the
+ * new meta differs from the stored one only in its version: F_LAZY_META.
  */
-uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool fua);
+uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool clean_over, bool rec_dirty,
+			       bool fua);
 
 /* How a promotion reads base, given what base may not hold durably yet. */
 enum tier__promote_read { TIER__PR_PLAIN = 0, TIER__PR_FUA, TIER__PR_BARRIER_FIRST };

@@ -17,6 +17,7 @@
  * the store acknowledged it, and never let a cache copy diverge from base
  * while it is marked CLEAN.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -606,7 +607,15 @@ static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ex
 		cw_cb(&x->op);
 		return;
 	}
-	x->op.flags = tier__decide_cw_flags(creating, new_valid, fua(x) != 0);
+	x->op.flags = tier__decide_cw_flags(creating, new_valid, clean_over,
+					    o->state == TIER__DIRTY &&
+					    !(o->flags & (TIER__OF_VUNK | TIER__OF_STALE)),
+					    fua(x) != 0);
+#ifndef NDEBUG
+	/* lazy: the new meta is the stored one but for its version */
+	if ((x->op.flags & TIER_STORE_F_LAZY_META) && tier__obj_bits(o))
+		assert(!memcmp(x->nbits, tier__obj_bits(o), 2 * e->nwords * 8));
+#endif
 	x->op.meta = meta;
 	x->op.meta_len = (uint32_t)ml;
 	x->op.pre_meta = clean_over ? pre : NULL;

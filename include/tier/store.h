@@ -36,6 +36,14 @@
  *    the new meta only with the data it vouches for.  Backends whose
  *    data+meta writes are atomic and durable at ack (rados) ignore it.
  *  - pre_meta (below) is durable before a write touches the data.
+ *  - F_LAZY_META (WRITE/ZERO with F_META, without F_FUA, F_ORDERED,
+ *    pre_meta, F_GUARD or F_EXCL): the caller says the new meta differs
+ *    from the object's current one only in its version.  The backend may
+ *    keep it in memory and store it later: every later op sees it at once
+ *    (guards, STAT, SCAN), a sync barrier (READ with F_FUA) stores it
+ *    before it syncs, but a crash of the process may leave the object's
+ *    meta and version as they were before the F_LAZY_META writes (which
+ *    vouch for the same data).  Backends may ignore it.
  */
 #ifndef TIER_STORE_H
 #define TIER_STORE_H
@@ -70,6 +78,7 @@ enum {
 	TIER_STORE_F_META   = 1u << 3, /* also store meta/meta_len and version */
 	TIER_STORE_F_CREATE = 1u << 4, /* SETMETA: create an empty object if absent */
 	TIER_STORE_F_ORDERED = 1u << 5, /* data durable before the new meta (see above) */
+	TIER_STORE_F_LAZY_META = 1u << 6, /* the meta changes only its version: may be stored later */
 };
 
 struct tier_store;
@@ -257,6 +266,8 @@ struct tier_store_stats {
 	 * another session left, checked and kept or dropped for the fallback.
 	 */
 	uint64_t syncs, pend_listed, pend_settled, pend_kept, pend_dropped;
+	/* F_LAZY_META writes whose record was left in memory, and such records stored later */
+	uint64_t meta_deferred, meta_stored_late;
 };
 void tier_store_get_stats(const struct tier_store *st, struct tier_store_stats *out);
 const char *tier_store_opcode_name(enum tier_store_opcode op);

@@ -205,6 +205,8 @@ static void local_destroy(void *be)
 		pthread_mutex_unlock(&L->dlock);
 		pthread_join(L->delayer, NULL);
 	}
+	/* before the locks go: it stores deferred records (crash simulation: not once dead) */
+	tier__fdc_destroy(L->fdc);
 	for (int i = 0; i < LOCAL_STRIPES; i++)
 		pthread_mutex_destroy(&L->stripes[i]);
 	pthread_mutex_destroy(&L->crash_lock);
@@ -212,7 +214,6 @@ static void local_destroy(void *be)
 	pthread_cond_destroy(&L->qcond);
 	pthread_mutex_destroy(&L->dlock);
 	pthread_cond_destroy(&L->dcond);
-	tier__fdc_destroy(L->fdc);
 	if (L->dirfd >= 0)
 		close(L->dirfd);
 	tier_devmodel_destroy(L->dm);
@@ -231,6 +232,8 @@ static void local_get_stats(void *be, struct tier_store_stats *out)
 	out->pend_settled = atomic_load(&L->pend_settles);
 	out->pend_kept = atomic_load(&L->pend_kept);
 	out->pend_dropped = atomic_load(&L->pend_dropped);
+	out->meta_deferred = atomic_load(&L->meta_deferred);
+	out->meta_stored_late = atomic_load(&L->meta_stored_late);
 }
 
 static const struct tier_store_ops local_ops = {
@@ -392,6 +395,7 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	rc = tier__fdc_create(o->max_open_files, &L->fdc);
 	if (rc < 0)
 		goto out;
+	tier__fdc_set_writeback(L->fdc, tier__local_rec_writeback, L);
 	rc = mkdir_p(o->dir);
 	if (rc < 0)
 		goto out;

@@ -44,6 +44,36 @@ void tier__fdc_put(struct tier__fdcache *f, const char *name, bool direct, int f
 /* The same with a byte the caller keeps with the cached descriptor (0 when
  * it was not cached, or for a descriptor opened anew). */
 int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag);
+/*
+ * A deferred record (local_io.c): the `tier.meta` xattr a write left in
+ * memory instead of storing it, kept with the cached descriptor.  len 0:
+ * none.  The cache stores it through its writeback function before it
+ * closes the descriptor (an idle one evicted, or at destroy): an entry
+ * whose writeback fails is not evicted.
+ */
+struct tier__fdc_rec {
+	uint8_t *buf;
+	uint32_t len, cap;
+};
+/* get_tag, and *rec = the entry's deferred record (NULL when not cached:
+ * nothing can be deferred on a descriptor opened anew).  The entry is busy
+ * until put back: only the caller touches *rec meanwhile. */
+int tier__fdc_get_rec(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag,
+		      struct tier__fdc_rec **rec);
+/* Keep len bytes as rec's deferred record (replacing one); -ENOMEM. */
+int tier__fdc_rec_set(struct tier__fdcache *f, struct tier__fdc_rec *rec, const uint8_t *buf,
+		      uint32_t len);
+/* rec was stored (or superseded): nothing is deferred there any more. */
+void tier__fdc_rec_clear(struct tier__fdcache *f, struct tier__fdc_rec *rec);
+/* Entries holding a deferred record now (any thread; a hint: 0 = none). */
+uint64_t tier__fdc_deferred(struct tier__fdcache *f);
+/* How a deferred record is stored: 0 or -errno (local_io.c). */
+typedef int (*tier__fdc_writeback_fn)(void *arg, int fd, const uint8_t *rec, uint32_t len);
+void tier__fdc_set_writeback(struct tier__fdcache *f, tier__fdc_writeback_fn fn, void *arg);
+/* Store name's deferred record now, if its idle cached descriptor has one
+ * (SCAN reads records by name): 0 or the writeback's -errno.  The caller
+ * holds the object's stripe lock. */
+int tier__fdc_writeback_name(struct tier__fdcache *f, const char *name);
 void tier__fdc_put_tag(struct tier__fdcache *f, const char *name, bool direct, int fd,
 		       uint8_t tag);
 /* The object was unlinked: close fd and every cached descriptor of name. */
@@ -71,6 +101,8 @@ struct local_be {
 	uint64_t nonce;
 	bool ordered_sync;
 	atomic_uint_fast64_t syncs, pend_writes, pend_settles, pend_kept, pend_dropped;
+	/* records left in memory by F_LAZY_META writes (local_io.c), and stored later */
+	atomic_uint_fast64_t meta_deferred, meta_stored_late;
 	/*
 	 * Name changes (creates, unlinks, sidecar renames) counted after they
 	 * happen, and how many a completed directory fsync covers: a FUA op
@@ -114,5 +146,7 @@ int tier__local_run(struct local_be *L, struct tier_store_op *op);
  */
 bool tier__local_inline_ok(const struct local_be *L, const struct tier_store_op *op);
 int tier__local_run_inline(struct local_be *L, struct tier_store_op *op, bool *ran);
+/* The descriptor cache's writeback of a deferred record (arg: the local_be). */
+int tier__local_rec_writeback(void *arg, int fd, const uint8_t *rec, uint32_t len);
 
 #endif

@@ -10,10 +10,14 @@
  * the cache holds any).  It must never close a descriptor an op is using
  * (ops on one object are serialised by the stripe lock, so an entry has at
  * most one user) and never hand out a descriptor of an unlinked object
- * (do_remove drops the name first).
+ * (do_remove drops the name first).  An entry may hold a deferred record
+ * (an xattr a write left in memory, local_io.c): the cache stores it before
+ * it closes the descriptor, and keeps an entry whose record it could not
+ * store (closing it would lose the object's newest version).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -28,6 +32,7 @@ struct fdent {
 	int fd;
 	bool direct, busy;
 	uint8_t tag;                  /* the caller's note on the file (local_io.c) */
+	struct tier__fdc_rec rec;     /* a deferred record (len 0: none) */
 	char name[];
 };
 
@@ -37,6 +42,9 @@ struct tier__fdcache {
 	size_t nbuckets, n, cap;
 	struct fdent *head, *tail;    /* idle and busy entries alike */
 	uint64_t hits, misses, evictions;
+	tier__fdc_writeback_fn writeback;
+	void *wb_arg;
+	atomic_uint_fast64_t ndeferred;   /* entries with rec.len > 0 */
 };
 
 size_t tier__fdc_default_cap(void)
@@ -71,6 +79,7 @@ int tier__fdc_create(size_t cap, struct tier__fdcache **out)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&f->lock, NULL);
+	atomic_init(&f->ndeferred, 0);
 	*out = f;
 	return 0;
 }
@@ -118,29 +127,52 @@ static int remove_ent(struct tier__fdcache *f, struct fdent *e)
 	*p = e->hnext;
 	lru_unlink(f, e);
 	f->n--;
+	if (e->rec.len)
+		atomic_fetch_sub(&f->ndeferred, 1);
+	free(e->rec.buf);
 	free(e);
 	return fd;
 }
 
-/* The least recently used idle entry's descriptor, taken out; -1 if none. */
+/* Store e's deferred record, if any: 0, or the writeback's -errno (kept). */
+static int store_rec(struct tier__fdcache *f, struct fdent *e)
+{
+	int rc;
+
+	if (!e->rec.len)
+		return 0;
+	rc = f->writeback ? f->writeback(f->wb_arg, e->fd, e->rec.buf, e->rec.len) : -ENOTSUP;
+	if (rc == 0)
+		tier__fdc_rec_clear(f, &e->rec);
+	return rc;
+}
+
+/*
+ * The least recently used idle entry's descriptor, taken out; -1 if none.
+ * Its deferred record is stored first (under the lock: no op can take the
+ * entry, or open the file anew and read the older record, meanwhile); an
+ * entry whose record cannot be stored stays.
+ */
 static int evict_one(struct tier__fdcache *f)
 {
 	struct fdent *e;
 
 	for (e = f->tail; e; e = e->prev)
-		if (!e->busy) {
+		if (!e->busy && store_rec(f, e) == 0) {
 			f->evictions++;
 			return remove_ent(f, e);
 		}
 	return -1;
 }
 
-int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag)
+int tier__fdc_get_rec(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag,
+		      struct tier__fdc_rec **rec)
 {
 	struct fdent *e;
 	int fd = -ENOENT;
 
 	*tag = 0;
+	*rec = NULL;
 	pthread_mutex_lock(&f->lock);
 	e = *slot(f, name, direct);
 	if (e && !e->busy) {
@@ -149,12 +181,72 @@ int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, ui
 		lru_push(f, e);
 		fd = e->fd;
 		*tag = e->tag;
+		*rec = &e->rec;
 		f->hits++;
 	} else {
 		f->misses++;
 	}
 	pthread_mutex_unlock(&f->lock);
 	return fd;
+}
+
+int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag)
+{
+	struct tier__fdc_rec *rec;
+
+	return tier__fdc_get_rec(f, name, direct, tag, &rec);
+}
+
+int tier__fdc_rec_set(struct tier__fdcache *f, struct tier__fdc_rec *rec, const uint8_t *buf,
+		      uint32_t len)
+{
+	if (len > rec->cap) {
+		uint8_t *nb = realloc(rec->buf, len);
+
+		if (!nb)
+			return -ENOMEM;
+		rec->buf = nb;
+		rec->cap = len;
+	}
+	if (buf != rec->buf)
+		memcpy(rec->buf, buf, len);
+	if (!rec->len)
+		atomic_fetch_add(&f->ndeferred, 1);
+	rec->len = len;
+	return 0;
+}
+
+void tier__fdc_rec_clear(struct tier__fdcache *f, struct tier__fdc_rec *rec)
+{
+	if (rec->len)
+		atomic_fetch_sub(&f->ndeferred, 1);
+	rec->len = 0;
+}
+
+uint64_t tier__fdc_deferred(struct tier__fdcache *f)
+{
+	return atomic_load(&f->ndeferred);
+}
+
+void tier__fdc_set_writeback(struct tier__fdcache *f, tier__fdc_writeback_fn fn, void *arg)
+{
+	f->writeback = fn;
+	f->wb_arg = arg;
+}
+
+int tier__fdc_writeback_name(struct tier__fdcache *f, const char *name)
+{
+	struct fdent *e;
+	int rc = 0;
+
+	if (!atomic_load(&f->ndeferred))
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	e = *slot(f, name, false);
+	if (e && !e->busy)
+		rc = store_rec(f, e);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 int tier__fdc_get(struct tier__fdcache *f, const char *name, bool direct)
@@ -196,7 +288,7 @@ void tier__fdc_put_tag(struct tier__fdcache *f, const char *name, bool direct, i
 		/* p may point into the entry just freed (its bucket chain link) */
 		p = slot(f, name, direct);
 	}
-	if (f->n >= f->cap || !(e = malloc(sizeof(*e) + strlen(name) + 1))) {
+	if (f->n >= f->cap || !(e = calloc(1, sizeof(*e) + strlen(name) + 1))) {
 		pthread_mutex_unlock(&f->lock);
 		if (victim >= 0)
 			close(victim);
@@ -228,6 +320,7 @@ void tier__fdc_forget(struct tier__fdcache *f, const char *name, int fd)
 		if (e) {
 			if (e->fd == fd)
 				fd = -1;    /* closed below with the entry */
+			store_rec(f, e);   /* none (a REMOVE stores it first); harmless on an unlinked file */
 			close_fds[n++] = remove_ent(f, e);
 		}
 	}
@@ -266,8 +359,11 @@ void tier__fdc_destroy(struct tier__fdcache *f)
 {
 	if (!f)
 		return;
-	while (f->head)
+	/* a clean shutdown leaves every record as the ops saw it (a failure: the older one, same extents) */
+	while (f->head) {
+		store_rec(f, f->head);
 		close(remove_ent(f, f->head));
+	}
 	pthread_mutex_destroy(&f->lock);
 	free(f->bucket);
 	free(f);

@@ -124,6 +124,8 @@ struct opctx {
 	 * find that there is nothing to settle and no fallback to keep.
 	 */
 	bool rec_plain;
+	/* the cached descriptor's deferred record (NULL: not cached; see "Deferred records") */
+	struct tier__fdc_rec *drec;
 	struct meta_rec m;
 };
 
@@ -588,6 +590,8 @@ static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_
 	if (!atomic_load(&L->sidecar_only)) {
 		if (fsetxattr(c->fd, META_XATTR, rec, n, 0) == 0) {
 			c->rec_plain = !c->m.npend;
+			if (c->drec)
+				tier__fdc_rec_clear(L->fdc, c->drec);   /* superseded */
 			meta_note(c, version, mtime_ns, meta, len);
 			return durable ? sync_fd(c->L, c->fd, false) : 0;
 		}
@@ -601,6 +605,9 @@ static int meta_put(struct opctx *c, uint64_t version, const void *meta, uint32_
 	rc = sidecar_write(c, rec, n, durable);
 	if (rc < 0)
 		return rc;
+	/* the sidecar is the record now: a deferred xattr stored later would hide it */
+	if (c->drec)
+		tier__fdc_rec_clear(L->fdc, c->drec);
 	if (!spill) {
 		meta_note(c, version, mtime_ns, meta, len);
 		return 0;
@@ -697,6 +704,97 @@ static int meta_get(struct opctx *c)
 	return settle_foreign(c);
 }
 
+/*
+ * Deferred records.  A write with F_LAZY_META (the engine's overwrite of
+ * extents the record already calls valid and dirty: only the version and
+ * mtime change) whose object has a cached descriptor and a stored record
+ * without pending ranges (rec_plain) leaves its record in memory with the
+ * descriptor (local_fd.c) instead of an fsetxattr.  What keeps that sound:
+ *  - every op that reads or relies on the stored record stores the
+ *    deferred one first (rec_flush_for: guards, STAT, SETMETA, REMOVE, FUA
+ *    and F_ORDERED ops, pre_meta), so each sees exactly the record it
+ *    would have seen; SCAN does the same by name; a plain READ and a data
+ *    write without meta do not touch the record, and a write that stores
+ *    its own record supersedes the deferred one (meta_put);
+ *  - the descriptor cache stores it before it closes the descriptor
+ *    (eviction, destroy), and keeps an entry whose record it cannot store;
+ *  - what a kill -9 can leave instead is the record before the deferred
+ *    writes: the same valid and dirty extents and dirty flag (the engine's
+ *    claim), an older version and mtime.  A rebuild adopts any version;
+ *    the data is in the page cache.  A power cut could already revert the
+ *    xattr to any value since its last sync, and a sync barrier stores
+ *    the deferred record before its fsync.
+ */
+static bool rec_flush_for(const struct tier_store_op *op)
+{
+	uint32_t f = op->flags;
+
+	if (op->opcode == TIER_STORE_READ)
+		return f & TIER_STORE_F_FUA;
+	if (op->opcode == TIER_STORE_WRITE || op->opcode == TIER_STORE_ZERO)
+		return (f & (TIER_STORE_F_FUA | TIER_STORE_F_ORDERED | TIER_STORE_F_GUARD |
+			     TIER_STORE_F_EXCL)) || op->pre_meta;
+	return true;   /* SETMETA, REMOVE, STAT */
+}
+
+/* Store the descriptor's deferred record, if any (a durable step of its own). */
+static int rec_flush(struct opctx *c)
+{
+	int rc;
+
+	if (!c->drec || !c->drec->len)
+		return 0;
+	if ((rc = step(c->L)) < 0)
+		return rc;
+	if (fsetxattr(c->fd, META_XATTR, c->drec->buf, c->drec->len, 0) < 0)
+		return neg_errno();
+	tier__fdc_rec_clear(c->L->fdc, c->drec);
+	atomic_fetch_add(&c->L->meta_stored_late, 1);
+	return 0;
+}
+
+int tier__local_rec_writeback(void *arg, int fd, const uint8_t *rec, uint32_t len)
+{
+	struct local_be *L = arg;
+	int rc;
+
+	/* crash simulation: a dead process stores nothing (what a kill -9 leaves) */
+	if ((rc = step(L)) < 0)
+		return atomic_load(&L->dead) ? 0 : rc;
+	if (fsetxattr(fd, META_XATTR, rec, len, 0) < 0)
+		return neg_errno();
+	atomic_fetch_add(&L->meta_stored_late, 1);
+	return 0;
+}
+
+/*
+ * A lazy write's record, left with the descriptor: a format 1 record (no
+ * ranges are pending: rec_plain) of the op's version and meta, now's mtime.
+ */
+static int rec_defer(struct opctx *c)
+{
+	const struct tier_store_op *op = c->op;
+	struct tier__fdc_rec *d = c->drec;
+	uint32_t n = META_HDR + op->meta_len;
+	int rc;
+
+	assert(!c->m.npend);
+	if (n > d->cap) {
+		uint8_t *nb = realloc(d->buf, n);
+
+		if (!nb)
+			return -ENOMEM;
+		d->buf = nb;
+		d->cap = n;
+	}
+	meta_encode(d->buf, &c->m, c->L->nonce, op->version, tier__realtime_ns(), op->meta,
+		    op->meta_len);
+	rc = tier__fdc_rec_set(c->L->fdc, d, d->buf, n);
+	if (rc == 0)
+		atomic_fetch_add(&c->L->meta_deferred, 1);
+	return rc;
+}
+
 /* ---- object files ---- */
 
 static int open_flags(struct local_be *L, bool direct)
@@ -743,7 +841,7 @@ static bool rec_tag_ok(struct local_be *L)
 static int obj_open(struct opctx *c)
 {
 	uint8_t tag;
-	int fd = tier__fdc_get_tag(c->L->fdc, c->enc, c->direct, &tag);
+	int fd = tier__fdc_get_rec(c->L->fdc, c->enc, c->direct, &tag, &c->drec);
 
 	c->rec_plain = tag && rec_tag_ok(c->L);
 	if (fd < 0)
@@ -929,6 +1027,8 @@ static int do_write(struct opctx *c)
 	int rc;
 
 	/* plain: c->m as zeroed stands for the stored record (rec_plain above) */
+	if (meta && !plain && (rc = rec_flush(c)) < 0)
+		return rc;
 	if (meta && c->fd >= 0 && !c->meta_read && !plain && (rc = meta_get(c)) < 0)
 		return rc;
 	/*
@@ -986,7 +1086,12 @@ static int do_write(struct opctx *c)
 							: crc_zeros(op->len));
 		atomic_fetch_add(&L->pend_writes, 1);
 	}
-	if (meta) {
+	if (meta && plain && (op->flags & TIER_STORE_F_LAZY_META) && c->drec && !lazy &&
+	    !c->m.npend) {
+		/* only the version moves: left with the descriptor (see "Deferred records") */
+		if ((rc = rec_defer(c)) < 0)
+			return rc;
+	} else if (meta) {
 		if ((rc = step(L)) < 0)
 			return rc;
 		rc = meta_put(c, op->version, op->meta, op->meta_len, fua, 0);
@@ -1289,6 +1394,12 @@ static int scan_one(struct local_be *L, const char *oid, struct scan_page *p)
 	if (rc < 0)
 		return page_add(p, oid, &c.m, rc);
 	pthread_mutex_lock(stripe);
+	/* a record a write left with the descriptor is stored first: it is the object's */
+	rc = tier__fdc_writeback_name(L->fdc, c.enc);
+	if (rc < 0) {
+		pthread_mutex_unlock(stripe);
+		return page_add(p, oid, &c.m, rc);
+	}
 	if (scan_fast(&c)) {
 		pthread_mutex_unlock(stripe);
 		return page_add(p, oid, &c.m, 0);
@@ -1385,13 +1496,15 @@ int tier__local_run_inline(struct local_be *L, struct tier_store_op *op, bool *r
 	stripe = &L->stripes[tier__hash_str(op->oid) % LOCAL_STRIPES];
 	if (pthread_mutex_trylock(stripe) != 0)
 		return 0;            /* a worker has an op on this stripe: queue behind */
-	c.fd = tier__fdc_get_tag(L->fdc, c.enc, false, &tag);
+	c.fd = tier__fdc_get_rec(L->fdc, c.enc, false, &tag, &c.drec);
 	c.rec_plain = tag && rec_tag_ok(L);
 	if (c.fd < 0) {          /* opening is a directory lookup: a worker's job */
 		pthread_mutex_unlock(stripe);
 		return 0;
 	}
-	rc = op->opcode == TIER_STORE_READ ? do_read(&c) : do_write(&c);
+	rc = rec_flush_for(op) ? rec_flush(&c) : 0;
+	if (rc == 0)
+		rc = op->opcode == TIER_STORE_READ ? do_read(&c) : do_write(&c);
 	obj_release(&c);
 	pthread_mutex_unlock(stripe);
 	*ran = !c.would_block;
@@ -1416,6 +1529,9 @@ int tier__local_run(struct local_be *L, struct tier_store_op *op)
 	stripe = &L->stripes[tier__hash_str(op->oid) % LOCAL_STRIPES];
 	pthread_mutex_lock(stripe);
 	rc = obj_open(&c);
+	/* before a guard or anything else reads or orders by the stored record */
+	if (rc == 0 && rec_flush_for(op))
+		rc = rec_flush(&c);
 	if (rc < 0 || (rc = guard(&c)) < 0)
 		goto out;
 	if (L->guard_hold_us && (op->flags & (TIER_STORE_F_GUARD | TIER_STORE_F_EXCL)))

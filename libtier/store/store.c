@@ -196,6 +196,13 @@ static int op_valid(const struct tier_store_op *op)
 	}
 	if ((op->flags & TIER_STORE_F_GUARD) && (op->flags & TIER_STORE_F_EXCL))
 		return 0;
+	/* a meta left in memory must not be one anything is ordered or synced by */
+	if ((op->flags & TIER_STORE_F_LAZY_META) &&
+	    ((op->opcode != TIER_STORE_WRITE && op->opcode != TIER_STORE_ZERO) ||
+	     !(op->flags & TIER_STORE_F_META) || op->pre_meta ||
+	     (op->flags & (TIER_STORE_F_FUA | TIER_STORE_F_ORDERED | TIER_STORE_F_GUARD |
+			   TIER_STORE_F_EXCL))))
+		return 0;
 	if (op->meta_len > TIER_META_MAX || op->pre_meta_len > TIER_META_MAX)
 		return 0;
 	if ((op->meta_len && !op->meta) || (op->pre_meta_len && !op->pre_meta))

@@ -769,11 +769,22 @@ static void test_agent_budgets(void **state)
 static void test_durability_choices(void **state)
 {
 	(void)state;
-	assert_int_equal(tier__decide_cw_flags(false, false, false), TIER_STORE_F_META);
-	assert_int_equal(tier__decide_cw_flags(true, true, false),
+	/* creating, new_valid, clean_over, rec_dirty, fua */
+	assert_int_equal(tier__decide_cw_flags(false, false, false, false, false), TIER_STORE_F_META);
+	assert_int_equal(tier__decide_cw_flags(true, true, false, false, false),
 			 TIER_STORE_F_META | TIER_STORE_F_EXCL | TIER_STORE_F_ORDERED);
-	assert_int_equal(tier__decide_cw_flags(false, true, true),
+	assert_int_equal(tier__decide_cw_flags(false, true, false, true, true),
 			 TIER_STORE_F_META | TIER_STORE_F_ORDERED | TIER_STORE_F_FUA);
+	/* the record may wait only for an overwrite of dirty extents over a known dirty record */
+	assert_int_equal(tier__decide_cw_flags(false, false, false, true, false),
+			 TIER_STORE_F_META | TIER_STORE_F_LAZY_META);
+	for (unsigned m = 0; m < 32; m++) {
+		bool cr = m & 1, nv = m & 2, co = m & 4, rd = m & 8, fua = m & 16;
+		uint32_t f = tier__decide_cw_flags(cr, nv, co, rd, fua);
+
+		assert_int_equal((f & TIER_STORE_F_LAZY_META) != 0, !cr && !nv && !co && rd && !fua);
+		assert_true(f & TIER_STORE_F_META);
+	}
 	assert_int_equal(tier__decide_promote_read(true, true, true), TIER__PR_BARRIER_FIRST);
 	assert_int_equal(tier__decide_promote_read(false, true, false), TIER__PR_FUA);
 	assert_int_equal(tier__decide_promote_read(false, false, true), TIER__PR_FUA);

@@ -1683,6 +1683,214 @@ static void test_scan_settles_foreign_records_as_stat_does(void **state)
 	assert_int_equal(rec_format(e, "img.3"), 1);
 }
 
+/* ---- records left in memory (F_LAZY_META; local_io.c "Deferred records") ---- */
+
+#define LAZY (TIER_STORE_F_LAZY_META)
+
+/* The version of the record on disk now: what a kill -9 would leave (0: none). */
+static uint64_t disk_version(struct env *e, const char *enc, char *meta)
+{
+	char path[256];
+	uint8_t rec[16384];
+	uint64_t v = 0;
+	uint32_t len;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", e->pool, enc);
+	n = getxattr(path, "user.tier.meta", rec, sizeof(rec));
+	if (n < 28)
+		return 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | rec[8 + i];
+	len = (uint32_t)(rec[24] | rec[25] << 8 | rec[26] << 16 | (uint32_t)rec[27] << 24);
+	if (meta) {
+		assert_true(len < 256 && 28 + len <= (size_t)n);
+		memcpy(meta, rec + 28, len);
+		meta[len] = '\0';
+	}
+	return v;
+}
+
+static uint64_t deferred(struct env *e, uint64_t *late)
+{
+	struct tier_store_stats s;
+
+	tier_store_get_stats(e->st, &s);
+	if (late)
+		*late = s.meta_stored_late;
+	return s.meta_deferred;
+}
+
+static int setmeta_guarded(struct env *e, const char *oid, uint64_t expect, const char *meta,
+			   uint64_t version)
+{
+	struct tier_store_op op = { .opcode = TIER_STORE_SETMETA,
+				    .flags = TIER_STORE_F_META | TIER_STORE_F_GUARD,
+				    .meta = meta, .meta_len = (uint32_t)strlen(meta),
+				    .version = version, .expect_version = expect };
+
+	snprintf(op.oid, sizeof(op.oid), "%s", oid);
+	return run(e, &op);
+}
+
+/*
+ * A lazy write over a plain record on a cached descriptor leaves its record
+ * in memory (no fsetxattr: the disk keeps the one before, what a kill -9
+ * would find), and every op that reads or relies on the record sees the
+ * newest: STAT, a guard (the old version fails, the new one passes), the
+ * FUA READ barrier (the record is stored before the fsync), SCAN, and the
+ * next session after a clean close.
+ */
+static void test_lazy_meta_is_deferred_and_seen_by_every_op(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	struct tier_store_op rd = { .opcode = TIER_STORE_READ, .flags = TIER_STORE_F_FUA,
+				    .off = 0, .len = 8 };
+	uint64_t late;
+	char meta[256], buf[8];
+
+	assert_int_equal(put(e, "img.1", 0, "AAAAAAAA", 8, TIER_STORE_F_EXCL | TIER_STORE_F_FUA,
+			     "m1", 1), 8);
+	assert_int_equal(put(e, "img.1", 0, "BBBBBBBB", 8, LAZY, "m2", 2), 8);
+	assert_int_equal(deferred(e, &late), 1);
+	assert_int_equal(late, 0);
+	assert_int_equal(disk_version(e, "img.1", meta), 1);   /* a kill here: the older record */
+	assert_string_equal(meta, "m1");
+	assert_int_equal(get(e, "img.1", 0, buf, 8), 8);         /* a plain read leaves it */
+	assert_memory_equal(buf, "BBBBBBBB", 8);
+	assert_int_equal(disk_version(e, "img.1", NULL), 1);
+	/* STAT: the newest, stored first */
+	assert_int_equal(stat_obj(e, "img.1", &op, meta), 0);
+	assert_int_equal(op.obj_version, 2);
+	assert_string_equal(meta, "m2");
+	assert_int_equal(disk_version(e, "img.1", NULL), 2);
+	/* guards: judged by the newest version */
+	assert_int_equal(put(e, "img.1", 0, "CCCCCCCC", 8, LAZY, "m3", 3), 8);
+	assert_int_equal(disk_version(e, "img.1", NULL), 2);
+	assert_int_equal(setmeta_guarded(e, "img.1", 2, "bad", 9), -ECANCELED);
+	assert_int_equal(setmeta_guarded(e, "img.1", 3, "m4", 4), 0);
+	assert_int_equal(disk_version(e, "img.1", meta), 4);
+	assert_string_equal(meta, "m4");
+	/* the sync barrier stores it (then syncs) */
+	assert_int_equal(put(e, "img.1", 0, "DDDDDDDD", 8, LAZY, "m5", 5), 8);
+	assert_int_equal(disk_version(e, "img.1", NULL), 4);
+	strcpy(rd.oid, "img.1");
+	rd.buf = buf;
+	assert_int_equal(run(e, &rd), 8);
+	assert_int_equal(disk_version(e, "img.1", meta), 5);
+	assert_string_equal(meta, "m5");
+	/* SCAN reads records by name: the newest */
+	assert_int_equal(put(e, "img.1", 0, "EEEEEEEE", 8, LAZY, "m6", 6), 8);
+	{
+		struct seen sn;
+
+		scan_all(e, 0, 100, &sn);
+		assert_int_equal(sn.count[1], 1);
+		assert_int_equal(sn.version[1], 6);
+		assert_string_equal(sn.meta[1], "m6");
+	}
+	assert_int_equal(disk_version(e, "img.1", NULL), 6);
+	/* a clean close stores it; the next session sees it */
+	assert_int_equal(put(e, "img.1", 0, "FFFFFFFF", 8, LAZY, "m7", 7), 8);
+	assert_int_equal(deferred(e, &late), 5);
+	assert_int_equal(late, 4);   /* by STAT, the SETMETA, the READ FUA and SCAN */
+	reopen(e, NULL);
+	assert_int_equal(disk_version(e, "img.1", NULL), 7);
+	assert_int_equal(stat_obj(e, "img.1", &op, meta), 0);
+	assert_int_equal(op.obj_version, 7);
+	assert_string_equal(meta, "m7");
+	assert_int_equal(get(e, "img.1", 0, buf, 8), 8);
+	assert_memory_equal(buf, "FFFFFFFF", 8);
+}
+
+/*
+ * Where the record is not deferred: a descriptor opened anew (the store
+ * does not know the record is plain), a record listing pending ranges (the
+ * write must keep the list and its fallback), and a write without the
+ * flag.  A later non-lazy write supersedes a deferred record; a REMOVE
+ * leaves nothing behind.
+ */
+static void test_lazy_meta_is_stored_where_the_store_cannot_defer(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL | TIER_STORE_F_FUA, "m1", 1),
+			 4096);
+	reopen(e, NULL);   /* an uncached descriptor */
+	assert_int_equal(put(e, "o", 0, buf, 4096, LAZY, "m2", 2), 4096);
+	assert_int_equal(disk_version(e, "o", NULL), 2);
+	assert_int_equal(deferred(e, NULL), 0);
+	/* pending ranges listed: stored with the list kept */
+	assert_int_equal(put(e, "o", 8192, buf, 4096, ORD, "m3", 3), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	assert_int_equal(put(e, "o", 0, buf, 4096, LAZY, "m4", 4), 4096);
+	assert_int_equal(rec_format(e, "o"), 2);
+	assert_int_equal(disk_version(e, "o", NULL), 4);
+	assert_int_equal(deferred(e, NULL), 0);
+	/* a plain record again (the barrier drops the list), then deferred */
+	{
+		struct tier_store_op rd = { .opcode = TIER_STORE_READ, .flags = TIER_STORE_F_FUA,
+					    .off = 0, .len = 4096, .buf = buf };
+
+		strcpy(rd.oid, "o");
+		assert_int_equal(run(e, &rd), 4096);
+	}
+	assert_int_equal(rec_format(e, "o"), 1);
+	assert_int_equal(put(e, "o", 0, buf, 4096, LAZY, "m5", 5), 4096);
+	assert_int_equal(disk_version(e, "o", NULL), 4);
+	assert_int_equal(deferred(e, NULL), 1);
+	/* a write without the flag stores its own record (the deferred one is gone) */
+	assert_int_equal(put(e, "o", 0, buf, 4096, 0, "m6", 6), 4096);
+	assert_int_equal(disk_version(e, "o", meta), 6);
+	assert_string_equal(meta, "m6");
+	/* closing now stores nothing older over it */
+	reopen(e, NULL);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_int_equal(op.obj_version, 6);
+	assert_string_equal(meta, "m6");
+	/* a REMOVE after a deferred record: gone, and a new object starts clean */
+	assert_int_equal(put(e, "o", 0, buf, 4096, 0, "m7", 7), 4096);
+	assert_int_equal(put(e, "o", 0, buf, 4096, LAZY, "m8", 8), 4096);
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "o", 0), 0);
+	assert_int_equal(stat_obj(e, "o", &op, NULL), -ENOENT);
+	assert_int_equal(put(e, "o", 0, buf, 4096, TIER_STORE_F_EXCL, "n1", 1), 4096);
+	reopen(e, NULL);
+	assert_int_equal(stat_obj(e, "o", &op, meta), 0);
+	assert_int_equal(op.obj_version, 1);
+	assert_string_equal(meta, "n1");
+}
+
+/* A descriptor the cache closes (LRU eviction) has its deferred record stored first. */
+static void test_lazy_meta_is_stored_before_its_descriptor_closes(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char oid[32], meta[256];
+
+	reopen_with_cap(e, 2);
+	for (int i = 0; i < 6; i++) {
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(put(e, oid, 0, "abcdefgh", 8, TIER_STORE_F_EXCL, "m1", 1), 8);
+		assert_int_equal(put(e, oid, 0, "ABCDEFGH", 8, LAZY, "m2", 2), 8);
+		assert_int_equal(disk_version(e, oid, NULL), 1);
+	}
+	assert_true(pool_fds(e) <= 2);
+	for (int i = 0; i < 4; i++) {   /* evicted: stored as they went */
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(disk_version(e, oid, meta), 2);
+		assert_string_equal(meta, "m2");
+	}
+	for (int i = 0; i < 6; i++) {
+		snprintf(oid, sizeof(oid), "o%d", i);
+		assert_int_equal(stat_obj(e, oid, &op, meta), 0);
+		assert_int_equal(op.obj_version, 2);
+	}
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1723,6 +1931,9 @@ int main(void)
 		T(test_fd_cache_put_after_evicting_its_bucket_neighbour),
 		T(test_scan_pages_and_shards_give_every_object_once),
 		T(test_scan_settles_foreign_records_as_stat_does),
+		T(test_lazy_meta_is_deferred_and_seen_by_every_op),
+		T(test_lazy_meta_is_stored_where_the_store_cannot_defer),
+		T(test_lazy_meta_is_stored_before_its_descriptor_closes),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
