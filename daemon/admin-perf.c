@@ -84,6 +84,8 @@ static const struct desc descs[] = {
 	{"pending_settled", "listed ranges settled by an overwrite"},
 	{"pending_kept", "listed ranges of an earlier session kept"},
 	{"pending_dropped", "listed ranges of an earlier session dropped"},
+	{"meta_deferred", "records of overwrites left with the open file"},
+	{"meta_stored_late", "records left with the open file, stored later"},
 };
 
 static const char *describe(const char *name)
@@ -218,6 +220,8 @@ static void pool_section(struct perf *p, struct tier_store *st)
 	put_u64(p, "pending_settled", ss.pend_settled, true);
 	put_u64(p, "pending_kept", ss.pend_kept, true);
 	put_u64(p, "pending_dropped", ss.pend_dropped, true);
+	put_u64(p, "meta_deferred", ss.meta_deferred, true);
+	put_u64(p, "meta_stored_late", ss.meta_stored_late, true);
 	for (int op = 1; op < TIER_STORE_OPCODE_MAX; op++) {
 		const char *on = tier_store_opcode_name((enum tier_store_opcode)op);
 #define P(suffix, v) snprintf(n, sizeof(n), "%s_" suffix, on), put_u64(p, n, v, true)
