@@ -849,6 +849,9 @@ def main():
             cnt = rig.counters()
             for k in ("promotions", "flushes", "evictions", "evict_partial", "proxy_writes", "proxy_reads"):
                 tier_tot[k] = tier_tot.get(k, 0) + int(cnt.get(k, 0))
+            # records of overwrites left with the open file (docs/DURABILITY.md), before the cut
+            deferred = int(rig.cache_pool().get("meta_deferred", 0))
+            tier_tot["meta_deferred"] = tier_tot.get("meta_deferred", 0) + deferred
             # ---- the cut: nothing of the client's is processed after this point
             n_inflight = len(inflight)
             for op, _ in inflight.values():
@@ -908,12 +911,13 @@ def main():
                 "fsck rc %s; copy %.2fs; verified %d blocks twice: %d failures, %d after flush; "
                 "%d blocks legally lost acknowledged writes; agent flush %.1fs; "
                 "tier counters: promotions %s flushes %s evictions %s partial evictions %s; "
+                "records left in memory %d; "
                 "pending ranges at the rebuild: %d records kept, %d fell back; client rss %d MiB" % (
                     a.mode, rnd, len(plan), desc, dur, nops,
                     " ".join("%s=%d" % kv for kv in stats.items()), n_inflight, fsck, tcopy,
                     nblocks, f1, f2, lost, tflush, cnt.get("promotions", "?"),
                     cnt.get("flushes", "?"), cnt.get("evictions", "?"),
-                    cnt.get("evict_partial", "?"), pkept, pdrop, rss_mib()))
+                    cnt.get("evict_partial", "?"), deferred, pkept, pdrop, rss_mib()))
             if (f1 or f2) and os.environ.get("TIER_POWERCUT_STOP_ON_FAIL") == "1":
                 break
         h = nbd_drop(h)
@@ -934,10 +938,10 @@ def main():
         cl.fail("extent mode: no partial eviction in %d rounds: the cuts tested none" % (cuts + kills))
     print("powercut: mode=%s cuts=%d kill9=%d blocks_verified=%d failures=%d "
           "failures_after_kill9=%d legally_lost_acked=%d promotions=%d flushes=%d evictions=%d "
-          "partial_evictions=%d pending_kept=%d pending_dropped=%d seed=%d" % (
+          "partial_evictions=%d meta_deferred=%d pending_kept=%d pending_dropped=%d seed=%d" % (
               a.mode, cuts, kills, verified, cl.failures, cl.after_kill9, lost_total, tier_tot.get("promotions", 0),
               tier_tot.get("flushes", 0), tier_tot.get("evictions", 0), tier_tot.get("evict_partial", 0),
-              pend_tot["kept"], pend_tot["dropped"], seed), flush=True)
+              tier_tot.get("meta_deferred", 0), pend_tot["kept"], pend_tot["dropped"], seed), flush=True)
     if rc:
         return rc
     return 1 if cl.failures else 0
