@@ -115,6 +115,7 @@ struct opctx {
 	char enc[ENC_MAX + 1];
 	int fd;                     /* -1: object absent */
 	bool direct, created, meta_read;
+	bool unlinked;              /* a REMOVE unlinked the file */
 	bool nowait;                /* on the owner's thread: never block on the disk */
 	bool would_block;           /* nowait and the data was not at hand */
 	/*
@@ -680,6 +681,7 @@ static int settle_foreign(struct opctx *c)
 				rc = sync_names(L);
 			tier__fdc_forget(L->fdc, c->enc, c->fd);   /* unlinked: drop every cached descriptor */
 			c->fd = -1;
+			c->drec = NULL;   /* it lived in the entry just freed */
 			memset(&c->m, 0, offsetof(struct meta_rec, buf));
 			pend_clear(&c->m);
 			return rc;
@@ -857,7 +859,14 @@ static int obj_open(struct opctx *c)
 /* The op is over: keep the descriptor for the next op, unless it was unlinked. */
 static void obj_release(struct opctx *c)
 {
-	if (c->op->opcode == TIER_STORE_REMOVE)
+	/*
+	 * A REMOVE forgets the descriptors once it unlinked the file; one that
+	 * failed before (its record could not be stored, a guard, a crash
+	 * step) puts the descriptor back with the deferred record it may
+	 * still hold: forgetting it would drop that record and leave the
+	 * file with an older version, which every later guard refuses.
+	 */
+	if (c->op->opcode == TIER_STORE_REMOVE && (c->unlinked || c->fd < 0))
 		tier__fdc_forget(c->L->fdc, c->enc, c->fd);
 	else if (c->fd >= 0)
 		tier__fdc_put_tag(c->L->fdc, c->enc, c->direct, c->fd,
@@ -1148,6 +1157,7 @@ static int do_remove(struct opctx *c)
 		return rc;
 	if (unlinkat(c->L->dirfd, c->enc, 0) < 0)
 		return neg_errno();
+	c->unlinked = true;
 	side_name(c->enc, side);
 	rc = unlinkat(c->L->dirfd, side, 0) < 0 && errno != ENOENT ? neg_errno() : 0;
 	ns_changed(c->L);   /* after both: a barrier that saw it covers both */

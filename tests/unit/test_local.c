@@ -8,6 +8,7 @@
 #undef NDEBUG
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -1891,6 +1893,83 @@ static void test_lazy_meta_is_stored_before_its_descriptor_closes(void **state)
 	}
 }
 
+/*
+ * A foreign record whose pending data was lost and that has no fallback:
+ * the write that finds it removes the copy (settle_foreign) and creates it
+ * anew.  A plain READ cached the descriptor first, so the removal frees the
+ * cache entry the op's deferred-record pointer lived in; the write's
+ * meta_put must not touch it (under ASan: a heap-use-after-free before the
+ * pointer was cleared).
+ */
+static void test_settle_of_a_cached_descriptor_forgets_its_record(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], buf[4096];
+
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(put(e, "n", 0, buf, 4096, TIER_STORE_F_EXCL | ORD, "m1", 1), 4096);
+	close_store(e);
+	clobber(e, "n", 0, 100);
+	assert_int_equal(open_store(e, NULL), 0);
+	assert_int_equal(get(e, "n", 0, buf, 8), 8);   /* caches the descriptor, reads no record */
+	memset(buf, 'b', sizeof(buf));
+	assert_int_equal(put(e, "n", 0, buf, 4096, 0, "m2", 2), 4096);
+	assert_int_equal(stat_obj(e, "n", &op, meta), 0);
+	assert_int_equal(op.obj_version, 2);
+	assert_string_equal(meta, "m2");
+	assert_int_equal(get(e, "n", 0, buf, 8), 8);
+	assert_memory_equal(buf, "bbbbbbbb", 8);
+}
+
+/* FS_IMMUTABLE_FL through FS_IOC_[GS]ETFLAGS; false if the filesystem or the user cannot */
+static bool set_immutable(const char *path, bool on)
+{
+	int fd = open(path, O_RDONLY), flags = 0;
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+	if (ok) {
+		flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+		ok = ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+	}
+	close(fd);
+	return ok;
+}
+
+/*
+ * A REMOVE that fails before it unlinks (here: its deferred record cannot
+ * be stored, the file being immutable) keeps the descriptor and its
+ * deferred record: forgetting them would leave the file with the older
+ * record, and every later guard at the engine's version would fail
+ * (ECANCELED) until a client write stored a new one.
+ */
+static void test_failed_remove_keeps_the_deferred_record(void **state)
+{
+	struct env *e = *state;
+	struct tier_store_op op;
+	char meta[256], path[256];
+
+	assert_int_equal(put(e, "r", 0, "abcdefgh", 8, TIER_STORE_F_EXCL, "m1", 1), 8);
+	assert_int_equal(put(e, "r", 0, "ABCDEFGH", 8, LAZY, "m2", 2), 8);
+	assert_int_equal(disk_version(e, "r", NULL), 1);
+	snprintf(path, sizeof(path), "%s/r", e->pool);
+	if (!set_immutable(path, true))
+		skip();   /* not root, or a filesystem without the flag */
+	assert_int_not_equal(simple(e, TIER_STORE_REMOVE, "r", 0), 0);
+	assert_true(set_immutable(path, false));
+	assert_int_equal(access(path, F_OK), 0);
+	/* the newest record is still the object's: a guard at version 2 passes */
+	assert_int_equal(setmeta_guarded(e, "r", 2, "m3", 3), 0);
+	assert_int_equal(stat_obj(e, "r", &op, meta), 0);
+	assert_int_equal(op.obj_version, 3);
+	assert_string_equal(meta, "m3");
+	assert_int_equal(simple(e, TIER_STORE_REMOVE, "r", 0), 0);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1934,6 +2013,8 @@ int main(void)
 		T(test_lazy_meta_is_deferred_and_seen_by_every_op),
 		T(test_lazy_meta_is_stored_where_the_store_cannot_defer),
 		T(test_lazy_meta_is_stored_before_its_descriptor_closes),
+		T(test_settle_of_a_cached_descriptor_forgets_its_record),
+		T(test_failed_remove_keeps_the_deferred_record),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
