@@ -5,6 +5,8 @@
 # Usage: tests/fuzz/run-libfuzzer.sh [SECONDS] [TARGET...]
 #   The long mode, one target at a time at the lowest priority:
 #     FUZZ_RUNS=10000000 nice -n 19 tests/fuzz/run-libfuzzer.sh 21600 hitset
+#   (params with FUZZ_ARGS=-max_len=1024: its inputs otherwise grow to 4 KiB
+#   of lines and its rate falls sixfold; docs/SECURITY.md)
 #   SECONDS  run time per target (default 60)
 #   TARGET   meta hitset params config trace nbd (default: all)
 # Env:
@@ -97,9 +99,9 @@ for t in $targets; do
 		# line (E is the last job's own rate: exec/s here is RUNS / T)
 		last=$(grep -E '^#[0-9]+: cov: ' "$log" | tail -1)
 		runs=$(echo "$last" | sed -n 's/^#\([0-9]*\):.*/\1/p')
-		t=$(echo "$last" | sed -n 's/.* time: \([0-9]*\)s.*/\1/p')
+		took=$(echo "$last" | sed -n 's/.* time: \([0-9]*\)s.*/\1/p')
 		eps=""
-		[ -n "$runs" ] && [ -n "$t" ] && [ "$t" -gt 0 ] && eps=$((runs / t))
+		[ -n "$runs" ] && [ -n "$took" ] && [ "$took" -gt 0 ] && eps=$((runs / took))
 	else
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 		eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
