@@ -60,9 +60,10 @@ struct tier__fdc_rec {
  * until put back: only the caller touches *rec meanwhile. */
 int tier__fdc_get_rec(struct tier__fdcache *f, const char *name, bool direct, uint8_t *tag,
 		      struct tier__fdc_rec **rec);
-/* Keep len bytes as rec's deferred record (replacing one); -ENOMEM. */
-int tier__fdc_rec_set(struct tier__fdcache *f, struct tier__fdc_rec *rec, const uint8_t *buf,
-		      uint32_t len);
+/* Room for a record of len bytes in rec->buf (what it holds is kept); -ENOMEM. */
+int tier__fdc_rec_reserve(struct tier__fdc_rec *rec, uint32_t len);
+/* The first len bytes of rec->buf are now its deferred record (replacing one). */
+void tier__fdc_rec_set(struct tier__fdcache *f, struct tier__fdc_rec *rec, uint32_t len);
 /* rec was stored (or superseded): nothing is deferred there any more. */
 void tier__fdc_rec_clear(struct tier__fdcache *f, struct tier__fdc_rec *rec);
 /* Entries holding a deferred record now (any thread; a hint: 0 = none). */

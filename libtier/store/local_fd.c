@@ -197,23 +197,24 @@ int tier__fdc_get_tag(struct tier__fdcache *f, const char *name, bool direct, ui
 	return tier__fdc_get_rec(f, name, direct, tag, &rec);
 }
 
-int tier__fdc_rec_set(struct tier__fdcache *f, struct tier__fdc_rec *rec, const uint8_t *buf,
-		      uint32_t len)
+int tier__fdc_rec_reserve(struct tier__fdc_rec *rec, uint32_t len)
 {
-	if (len > rec->cap) {
-		uint8_t *nb = realloc(rec->buf, len);
+	uint8_t *nb;
 
-		if (!nb)
-			return -ENOMEM;
-		rec->buf = nb;
-		rec->cap = len;
-	}
-	if (buf != rec->buf)
-		memcpy(rec->buf, buf, len);
+	if (len <= rec->cap)
+		return 0;
+	if (!(nb = realloc(rec->buf, len)))
+		return -ENOMEM;
+	rec->buf = nb;
+	rec->cap = len;
+	return 0;
+}
+
+void tier__fdc_rec_set(struct tier__fdcache *f, struct tier__fdc_rec *rec, uint32_t len)
+{
 	if (!rec->len)
 		atomic_fetch_add(&f->ndeferred, 1);
 	rec->len = len;
-	return 0;
 }
 
 void tier__fdc_rec_clear(struct tier__fdcache *f, struct tier__fdc_rec *rec)

@@ -781,20 +781,13 @@ static int rec_defer(struct opctx *c)
 	int rc;
 
 	assert(!c->m.npend);
-	if (n > d->cap) {
-		uint8_t *nb = realloc(d->buf, n);
-
-		if (!nb)
-			return -ENOMEM;
-		d->buf = nb;
-		d->cap = n;
-	}
+	if ((rc = tier__fdc_rec_reserve(d, n)) < 0)
+		return rc;
 	meta_encode(d->buf, &c->m, c->L->nonce, op->version, tier__realtime_ns(), op->meta,
 		    op->meta_len);
-	rc = tier__fdc_rec_set(c->L->fdc, d, d->buf, n);
-	if (rc == 0)
-		atomic_fetch_add(&c->L->meta_deferred, 1);
-	return rc;
+	tier__fdc_rec_set(c->L->fdc, d, n);
+	atomic_fetch_add(&c->L->meta_deferred, 1);
+	return 0;
 }
 
 /* ---- object files ---- */
