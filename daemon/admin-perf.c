@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon/admin-internal.h"
+#include "daemon/busy-poll.h"
 #include "daemon/utf8.h"
 
 /* Ceph's perfcounter_type_d bits (src/common/perf_counters.h) */
@@ -86,6 +87,11 @@ static const struct desc descs[] = {
 	{"pending_dropped", "listed ranges of an earlier session dropped"},
 	{"meta_deferred", "records of overwrites left with the open file"},
 	{"meta_stored_late", "records left with the open file, stored later"},
+	{"busy_poll_max_ns", "busy_poll_us of this loop, in ns (0: the loop never spins)"},
+	{"busy_poll_window_ns", "how long the loop spins now before it sleeps (learned)"},
+	{"busy_poll_hits", "spins that found work before the loop slept"},
+	{"busy_poll_misses", "spins that found nothing; the loop slept"},
+	{"busy_poll_ns", "time the loop spent spinning for work"},
 };
 
 static const char *describe(const char *name)
@@ -236,6 +242,17 @@ static void pool_section(struct perf *p, struct tier_store *st)
 	}
 }
 
+static void loop_section(struct perf *p, const struct tierd_busy_poll *bp)
+{
+	put_u64(p, "busy_poll_max_ns", bp->max_ns, false);
+	put_u64(p, "busy_poll_window_ns",
+		atomic_load_explicit(&bp->window_now_ns, memory_order_relaxed), false);
+	put_u64(p, "busy_poll_hits", atomic_load_explicit(&bp->hits, memory_order_relaxed), true);
+	put_u64(p, "busy_poll_misses",
+		atomic_load_explicit(&bp->misses, memory_order_relaxed), true);
+	put_u64(p, "busy_poll_ns", atomic_load_explicit(&bp->spin_ns, memory_order_relaxed), true);
+}
+
 /* "tierd-image-" + the image's name (invalid UTF-8 replaced). */
 static char *image_logger(const struct tier_image *img)
 {
@@ -282,6 +299,11 @@ static json_t *perf(struct tierd_admin *a, struct tier_engine *e, const char *lo
 		struct tier_store *st = a->hooks.store(a->hooks.arg, which);
 		if (st)
 			SECTION(which ? "tierd-pool-cache" : "tierd-pool-base", pool_section(&p, st));
+	}
+	for (int which = 0; which < 2 && a->hooks.busy_poll; which++) {
+		const struct tierd_busy_poll *bp = a->hooks.busy_poll(a->hooks.arg, which);
+		if (bp)
+			SECTION(which ? "tierd-loop-nbd" : "tierd-loop", loop_section(&p, bp));
 	}
 #undef SECTION
 	if (logger && !found) {

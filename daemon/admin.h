@@ -25,11 +25,15 @@ struct tierd_admin_hooks {
 	/* Optional (NULL = none): the base (which 0) or cache (1) store, for the
 	 * per-pool counters in `perf dump`. */
 	struct tier_store *(*store)(void *arg, int which);
+	/* Optional: the busy-poll of the daemon's loop (which 0) or of the NBD
+	 * I/O thread's (1; NULL with threads = 1), for `perf dump`. */
+	const struct tierd_busy_poll *(*busy_poll)(void *arg, int which);
 	/* Optional: where the audit lines of state-changing commands go (daemon/log.c). */
 	tier_log_fn log;
 };
 
 struct tierd_admin;
+struct tierd_busy_poll;
 
 /* Listen on path (replacing a stale socket). -errno on failure. */
 int tierd_admin_start(uv_loop_t *loop, const char *path,

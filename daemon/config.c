@@ -103,6 +103,7 @@ static const struct kdesc global_keys[] = {
 	CFG("shutdown_timeout", T_MS, shutdown_timeout_ms, 1000, 3600000),
 	CFG("client_timeout", T_MS, client_timeout_ms, 100, 3600000),
 	CFG("threads", T_U32, threads, 0, 1024),
+	CFG("busy_poll_us", T_U32, busy_poll_us, 0, 10000),
 	{NULL, 0, 0, 0, 0, 0},
 };
 
@@ -872,6 +873,7 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->shutdown_timeout_ms = 30000;
 	c->client_timeout_ms = 10000;
 	c->threads = 1;
+	c->busy_poll_us = 100;
 	c->data_dir = xstrdup("/var/lib/tierd");
 	tier_devmodel_profile("hdd", &c->base_model);
 	tier_devmodel_profile("ssd", &c->cache_model);

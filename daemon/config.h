@@ -54,6 +54,7 @@ struct tierd_config {
 	uint64_t transmission_timeout_ms; /* a WRITE payload that stalls this long */
 	uint64_t shutdown_timeout_ms;     /* SIGTERM drain deadline */
 	uint64_t client_timeout_ms;       /* admin and prometheus clients */
+	uint32_t busy_poll_us;            /* spin this long for work before a loop sleeps; 0 = never */
 	uint32_t threads;                 /* 1 (default) = one loop; >1: NBD I/O thread; 0 = the number of cores */
 	/* [local] */
 	char *data_dir;

@@ -31,6 +31,7 @@
 #endif
 
 #include "daemon/admin.h"
+#include "daemon/busy-poll.h"
 #include "daemon/check.h"
 #include "daemon/prometheus.h"
 #include "daemon/config.h"
@@ -65,6 +66,7 @@ struct tierd {
 	bool ready_sent, stopping, nbd_drained, finished;
 	int exit_code;
 	unsigned threads;           /* in use (thread_count) */
+	struct tierd_busy_poll busy_poll;   /* the daemon's loop (daemon/busy-poll.h) */
 	bool config_error;          /* start-up failed on the configuration (a layout mismatch) */
 #if HAVE_RADOS
 	struct tier_rados *rados;
@@ -850,6 +852,8 @@ static int do_reload(struct tierd *d, char *err, size_t errlen, char *pend, size
 	nbd_server_set_handshake_timeout(d->nbd, nc->handshake_timeout_ms);
 	if (nc->tls != d->cfg->tls || nc->max_connections != d->cfg->max_connections)
 		tlog(d, TIER_LOG_WARN, "reload: tls and max_connections change at the next restart");
+	if (nc->busy_poll_us != d->cfg->busy_poll_us)
+		tlog(d, TIER_LOG_WARN, "reload: busy_poll_us changes at the next restart");
 	if (nc->threads != d->cfg->threads)
 		tlog(d, TIER_LOG_WARN, "reload: threads changes at the next restart");
 	{
@@ -931,6 +935,13 @@ static struct tier_store *hook_store(void *arg, int which)
 	struct tierd *d = arg;
 
 	return which ? d->cache : d->base;
+}
+
+static const struct tierd_busy_poll *hook_busy_poll(void *arg, int which)
+{
+	struct tierd *d = arg;
+
+	return which ? nbd_server_busy_poll(d->nbd) : &d->busy_poll;
 }
 
 static const struct tierd_config *hook_config(void *arg)
@@ -1080,6 +1091,7 @@ static int start(struct tierd *d)
 		.tls_psk_file = d->cfg->tls_psk_file,
 		.tls_priority = d->cfg->tls_priority,
 		.tls_verify_peer = d->cfg->tls_verify_peer,
+		.busy_poll_us = d->cfg->busy_poll_us,
 		.err = nbd_err,
 		.errlen = sizeof(nbd_err),
 	};
@@ -1089,6 +1101,7 @@ static int start(struct tierd *d)
 		.arg = d, .engine = hook_engine, .config = hook_config,
 		.reload = hook_reload, .set_params = hook_set_params,
 		.store = hook_store,
+		.busy_poll = hook_busy_poll,
 		.log = tierd_log_cb,
 	};
 	const struct tierd_config *c = d->cfg;
@@ -1359,6 +1372,8 @@ int main(int argc, char **argv)
 		tlog(&d, TIER_LOG_ERROR, "uv_loop_init: %s", uv_strerror(rc));
 		return 1;
 	}
+	tierd_busy_poll_init(&d.busy_poll, d.cfg->busy_poll_us);
+	tierd_busy_poll_loop_init(&d.loop, &d.busy_poll);
 	tlog(&d, TIER_LOG_INFO, "tierd %s starting (backend %s, config %s)", TIER_VERSION,
 	     d.cfg->backend == TIERD_BACKEND_LOCAL ? "local" : "rados", path);
 	rc = start(&d);
@@ -1376,7 +1391,7 @@ int main(int argc, char **argv)
 		else
 			uv_timer_start(&d.drain_timer, on_drain_timeout, shutdown_ms(&d), 0);
 	}
-	uv_run(&d.loop, UV_RUN_DEFAULT);
+	tierd_busy_poll_run(&d.loop, &d.busy_poll);
 	nbd_server_destroy(d.nbd);
 #if HAVE_RADOS
 	for (size_t i = 0; i < d.n_rbd; i++)

@@ -247,7 +247,7 @@ void nbd__batch_end(struct nbd_server *s);
 void nbd__req_finish(struct nbd_req *r, int result);
 
 /* nbd-thread.c: the I/O thread (threads > 1); see nbd.h nbd_server_opts.io_thread */
-int nbd__xt_create(struct nbd_server *s, uv_loop_t *engine_loop);
+int nbd__xt_create(struct nbd_server *s, uv_loop_t *engine_loop, uint32_t busy_poll_us);
 void nbd__xt_destroy(struct nbd_server *s);
 void nbd__xt_submit(struct nbd_req *r);                 /* I/O thread -> engine */
 void nbd__xt_done(struct nbd_req *r, int result);       /* engine thread -> I/O */

@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "daemon/busy-poll.h"
 #include "daemon/nbd.h"
 #include "daemon/nbd-internal.h"
 
@@ -123,6 +124,7 @@ struct nbd_xt {
 	bool e_pushed;              /* completions queued during the batch */
 	void (*done)(void *arg);    /* nbd_server_shutdown's */
 	void *done_arg;
+	struct tierd_busy_poll bp;  /* the I/O loop's (daemon/busy-poll.h) */
 };
 
 static bool on_io_thread(const struct nbd_xt *x)
@@ -330,7 +332,7 @@ void nbd_server_exec(struct nbd_server *s, void (*fn)(void *arg), void *arg)
 
 /* ---- lifetime ---- */
 
-int nbd__xt_create(struct nbd_server *s, uv_loop_t *engine_loop)
+int nbd__xt_create(struct nbd_server *s, uv_loop_t *engine_loop, uint32_t busy_poll_us)
 {
 	struct nbd_xt *x = calloc(1, sizeof(*x));
 	int rc;
@@ -346,6 +348,8 @@ int nbd__xt_create(struct nbd_server *s, uv_loop_t *engine_loop)
 	if ((rc = uv_loop_init(&x->loop)) < 0)
 		goto fail_loop;
 	x->loop_inited = true;
+	tierd_busy_poll_init(&x->bp, busy_poll_us);
+	tierd_busy_poll_loop_init(&x->loop, &x->bp);
 	x->n_idle.data = s;
 	x->n_wake.fd = x->e_wake.fd = -1;
 	/* on failure nbd__xt_destroy cleans up */
@@ -372,7 +376,7 @@ static void io_main(void *arg)
 {
 	struct nbd_xt *x = arg;
 
-	uv_run(&x->loop, UV_RUN_DEFAULT);
+	tierd_busy_poll_run(&x->loop, &x->bp);
 }
 
 int nbd_server_start(struct nbd_server *s)
@@ -392,6 +396,11 @@ int nbd_server_start(struct nbd_server *s)
 bool nbd__xt_started(const struct nbd_server *s)
 {
 	return s->xt && s->xt->started;
+}
+
+const struct tierd_busy_poll *nbd_server_busy_poll(const struct nbd_server *s)
+{
+	return s && s->xt ? &s->xt->bp : NULL;
 }
 
 bool nbd_server_threaded(const struct nbd_server *s)

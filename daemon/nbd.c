@@ -831,7 +831,7 @@ int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out)
 	s->loop = o->loop;
 	s->log = o->log;
 	s->log_arg = o->log_arg;
-	if (o->io_thread && (rc = nbd__xt_create(s, o->loop)) < 0) {
+	if (o->io_thread && (rc = nbd__xt_create(s, o->loop, o->busy_poll_us)) < 0) {
 		nbd__xt_destroy(s);
 		free(s);
 		return rc;

@@ -17,6 +17,8 @@
 
 #include "tier/engine.h"
 
+struct tierd_busy_poll;
+
 struct nbd_server;
 
 /* NBD_OPT_STARTTLS: off (NBD_REP_ERR_POLICY), on (the client's choice),
@@ -55,6 +57,7 @@ struct nbd_server_opts {
 	 * engine's, where requests are submitted and tier_cq_drain runs.
 	 */
 	bool io_thread;
+	uint32_t busy_poll_us;     /* io_thread: its loop's busy-poll (daemon/busy-poll.h) */
 	/* TLS (nbd-tls.c); certificates: a directory with server-cert.pem,
 	 * server-key.pem and ca-cert.pem; psk_file: psktool's format. */
 	enum nbd_tls_mode tls;
@@ -67,6 +70,9 @@ struct nbd_server_opts {
 /* -EINVAL (bad TLS settings: o->err says why), -ENOENT, -ENOMEM.  *out
  * NULL on failure. */
 int nbd_server_create(const struct nbd_server_opts *o, struct nbd_server **out);
+
+/* The I/O thread's busy-poll (its counters); NULL without an I/O thread. */
+const struct tierd_busy_poll *nbd_server_busy_poll(const struct nbd_server *s);
 
 /*
  * io_thread: start the server's thread (after the listeners and exports are

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+/* Adaptive busy-poll around uv_run (daemon/busy-poll.h). */
+#include <poll.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "daemon/busy-poll.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tierd_busy_poll_next(uint64_t w, uint64_t idle_ns, uint64_t max)
+{
+	if (idle_ns <= w)
+		return w;               /* the spin caught it */
+	if (idle_ns <= max) {
+		uint64_t start = max / 4 ? max / 4 : max;
+
+		w = w * 2 < start ? start : w * 2;
+		return w > max ? max : w;
+	}
+	w /= 2;
+	return w < 1000 ? 0 : w;        /* under a microsecond is not worth a poll */
+}
+
+void tierd_busy_poll_init(struct tierd_busy_poll *p, uint32_t us)
+{
+	p->max_ns = (uint64_t)us * 1000u;
+	p->window_ns = p->max_ns;
+	atomic_store_explicit(&p->hits, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->misses, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->spin_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->window_now_ns, p->window_ns, memory_order_relaxed);
+}
+
+void tierd_busy_poll_loop_init(uv_loop_t *loop, const struct tierd_busy_poll *p)
+{
+	if (p && p->max_ns)
+		(void)uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
+}
+
+static void add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/*
+ * Something for the next turn: 1 = work libuv would do without waiting
+ * (pending callbacks, closing handles, active idle handles, a timer due by
+ * the loop's clock), 2 = a ready fd in the epoll set (uv_async and the
+ * signal pipe are fds in it too), 0 = neither.  A timer that comes due
+ * during the spin runs when the spin ends, at most one window late.
+ */
+static int ready(uv_loop_t *loop, struct pollfd *pfd)
+{
+	if (uv_backend_timeout(loop) == 0)
+		return 1;
+	return poll(pfd, 1, 0) > 0 ? 2 : 0;
+}
+
+/*
+ * A turn whose epoll_wait slept less than this found its work ready: the
+ * loop is busy (QD 16 and up), and the next turn goes to epoll_wait without
+ * the spin's extra poll(2) (one syscall a turn, about 1 us a request at
+ * QD 16).  A sleep and wake-up costs more than this on any machine.
+ */
+#define BUSY_POLL_NO_SLEEP_NS 5000u
+
+void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
+{
+	struct pollfd pfd = {.fd = uv_backend_fd(loop), .events = POLLIN};
+	bool busy = false;
+
+	if (!p || !p->max_ns) {
+		uv_run(loop, UV_RUN_DEFAULT);
+		return;
+	}
+	if (!uv_run(loop, UV_RUN_ONCE))
+		return;
+	for (;;) {
+		uint64_t spun = 0, slept0, slept;
+
+		if (p->window_ns && !busy) {
+			uint64_t t0 = now_ns(), t = t0;
+			int hit;
+
+			while (!(hit = ready(loop, &pfd)) && (t = now_ns()) - t0 < p->window_ns)
+				;
+			spun = t - t0;
+			add(&p->spin_ns, spun);
+			if (hit) {
+				add(&p->hits, 1);
+				/* an fd ready at the first look: the clients keep
+				 * the loop busy (work of its own does not count:
+				 * the reply it sends is what the client waits for) */
+				if (hit == 2 && t == t0)
+					busy = true;
+				if (!uv_run(loop, UV_RUN_ONCE))   /* does not block: work is ready */
+					return;
+				continue;
+			}
+			add(&p->misses, 1);
+		}
+		/* nothing came (or the loop is busy): epoll_wait, then learn from
+		 * how long the whole gap was */
+		slept0 = uv_metrics_idle_time(loop);
+		if (!uv_run(loop, UV_RUN_ONCE))
+			return;
+		slept = uv_metrics_idle_time(loop) - slept0;
+		busy = slept < BUSY_POLL_NO_SLEEP_NS;
+		if (!busy || spun) {
+			p->window_ns = tierd_busy_poll_next(p->window_ns, spun + slept, p->max_ns);
+			atomic_store_explicit(&p->window_now_ns, p->window_ns,
+					      memory_order_relaxed);
+		}
+	}
+}
