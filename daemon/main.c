@@ -1072,6 +1072,28 @@ static unsigned thread_count(struct tierd *d)
 	return n ? (unsigned)n : 1;
 }
 
+/*
+ * busy_poll_us, as the loops use it: 0 when the loops that would spin (the
+ * engine's, and the NBD I/O thread's with threads > 1) would leave no core
+ * to the clients and the rest of the machine.  Two spinning loops on the
+ * 2-core test VM halved the IOPS at QD 1 and QD 16 against no busy-poll
+ * (docs/BENCHMARKS.md, "Busy-poll").
+ */
+static uint32_t busy_poll_us(struct tierd *d)
+{
+	unsigned loops = d->threads > 1 ? 2 : 1, cores = uv_available_parallelism();
+
+	if (!d->cfg->busy_poll_us)
+		return 0;
+	if (loops + 1 > cores) {
+		tlog(d, TIER_LOG_INFO, "busy_poll_us %u: off, %u spinning loop%s on %u core%s "
+		     "would leave no core to the clients", d->cfg->busy_poll_us, loops,
+		     loops > 1 ? "s" : "", cores, cores > 1 ? "s" : "");
+		return 0;
+	}
+	return d->cfg->busy_poll_us;
+}
+
 static int start(struct tierd *d)
 {
 	char nbd_err[512] = "";
@@ -1091,7 +1113,6 @@ static int start(struct tierd *d)
 		.tls_psk_file = d->cfg->tls_psk_file,
 		.tls_priority = d->cfg->tls_priority,
 		.tls_verify_peer = d->cfg->tls_verify_peer,
-		.busy_poll_us = d->cfg->busy_poll_us,
 		.err = nbd_err,
 		.errlen = sizeof(nbd_err),
 	};
@@ -1137,6 +1158,9 @@ static int start(struct tierd *d)
 	warn_plaintext(d);
 	d->threads = thread_count(d);
 	no.io_thread = d->threads > 1;
+	no.busy_poll_us = busy_poll_us(d);
+	tierd_busy_poll_init(&d->busy_poll, no.busy_poll_us);
+	tierd_busy_poll_loop_init(&d->loop, &d->busy_poll);
 	if ((rc = nbd_server_create(&no, &d->nbd)) < 0) {
 		tlog(d, TIER_LOG_ERROR, "nbd: %s", nbd_err[0] ? nbd_err : strerror(-rc));
 		return rc;
@@ -1372,8 +1396,6 @@ int main(int argc, char **argv)
 		tlog(&d, TIER_LOG_ERROR, "uv_loop_init: %s", uv_strerror(rc));
 		return 1;
 	}
-	tierd_busy_poll_init(&d.busy_poll, d.cfg->busy_poll_us);
-	tierd_busy_poll_loop_init(&d.loop, &d.busy_poll);
 	tlog(&d, TIER_LOG_INFO, "tierd %s starting (backend %s, config %s)", TIER_VERSION,
 	     d.cfg->backend == TIERD_BACKEND_LOCAL ? "local" : "rados", path);
 	rc = start(&d);
