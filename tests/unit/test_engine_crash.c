@@ -172,8 +172,13 @@ static const struct {
 
 static void pf_wait(struct env *v, struct sreq *r, int n)
 {
+	uint64_t t0 = env_wall_ms();
+
 	for (int k = 0; k < 100000; k++) {
 		int done = 0;
+
+		if (v->threaded && env_wall_ms() - t0 > ENV_PUMP_WALL_MS)
+			fail_msg("requests did not complete in %u ms: a livelock?", ENV_PUMP_WALL_MS);
 		for (int i = 0; i < n; i++)
 			done += r[i].done;
 		if (done == n)

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "tier/engine.h"
@@ -83,10 +84,27 @@ static inline bool env_vt_step(struct env *v)
 	return true;
 }
 
+static inline uint64_t env_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A threaded store's engine that has not settled in this long is stuck (a
+ * guard refused over and over, say): fail now, not at meson's timeout. */
+#define ENV_PUMP_WALL_MS 20000u
+
 /* Pump completions and ticks until nothing moves. */
 static inline void env_pump(struct env *v)
 {
+	uint64_t t0 = v->threaded ? env_wall_ms() : 0;
+
 	for (int i = 0; i < 100000; i++) {
+		if (v->threaded && env_wall_ms() - t0 > ENV_PUMP_WALL_MS)
+			fail_msg("env_pump: the engine did not settle in %u ms (%d rounds): "
+				 "a livelock?", ENV_PUMP_WALL_MS, i);
 		size_t n = tier_cq_drain(v->cq);
 		tier_engine_tick(v->e);
 		n += tier_cq_drain(v->cq);
