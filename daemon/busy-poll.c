@@ -31,6 +31,8 @@ uint64_t tierd_busy_poll_next(uint64_t w, uint64_t idle_ns, uint64_t max)
 void tierd_busy_poll_init(struct tierd_busy_poll *p, uint32_t us)
 {
 	p->max_ns = (uint64_t)us * 1000u;
+	p->may_spin = NULL;
+	p->may_spin_arg = NULL;
 	p->window_ns = p->max_ns;
 	atomic_store_explicit(&p->hits, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->misses, 0, memory_order_relaxed);
@@ -85,7 +87,7 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 	for (;;) {
 		uint64_t spun = 0, slept0, slept;
 
-		if (p->window_ns && !busy) {
+		if (p->window_ns && !busy && (!p->may_spin || p->may_spin(p->may_spin_arg))) {
 			uint64_t t0 = now_ns(), t = t0;
 			int hit;
 

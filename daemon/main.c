@@ -1094,6 +1094,16 @@ static uint32_t busy_poll_us(struct tierd *d)
 	return d->cfg->busy_poll_us;
 }
 
+/* The busy-poll's may_spin: only while the loop waits for clients alone (no
+ * store op on a worker, device-model or librados thread). */
+static bool stores_idle(void *arg)
+{
+	const struct tierd *d = arg;
+
+	return (!d->base || !tier_store_in_flight(d->base)) &&
+	       (!d->cache || !tier_store_in_flight(d->cache));
+}
+
 static int start(struct tierd *d)
 {
 	char nbd_err[512] = "";
@@ -1160,6 +1170,8 @@ static int start(struct tierd *d)
 	no.io_thread = d->threads > 1;
 	no.busy_poll_us = busy_poll_us(d);
 	tierd_busy_poll_init(&d->busy_poll, no.busy_poll_us);
+	d->busy_poll.may_spin = stores_idle;
+	d->busy_poll.may_spin_arg = d;
 	tierd_busy_poll_loop_init(&d->loop, &d->busy_poll);
 	if ((rc = nbd_server_create(&no, &d->nbd)) < 0) {
 		tlog(d, TIER_LOG_ERROR, "nbd: %s", nbd_err[0] ? nbd_err : strerror(-rc));

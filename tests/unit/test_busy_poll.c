@@ -135,6 +135,31 @@ static void test_busy_loop_does_not_spin(void **state)
 	assert_int_equal(bp.window_ns, 1000 * US);
 }
 
+static bool never(void *arg)
+{
+	int *calls = arg;
+
+	++*calls;
+	return false;
+}
+
+/* may_spin says no (the loop waits for threads of its own): no spin. */
+static void test_may_spin_no(void **state)
+{
+	struct tierd_busy_poll bp;
+	int calls = 0;
+
+	(void)state;
+	tierd_busy_poll_init(&bp, 10000);
+	bp.may_spin = never;
+	bp.may_spin_arg = &calls;
+	run_pinger(&bp, 20, true);
+	assert_true(calls >= 19);
+	assert_int_equal(atomic_load(&bp.hits), 0);
+	assert_int_equal(atomic_load(&bp.misses), 0);
+	assert_int_equal(atomic_load(&bp.spin_ns), 0);
+}
+
 static void test_off_never_spins(void **state)
 {
 	struct tierd_busy_poll bp;
@@ -195,6 +220,7 @@ int main(void)
 		cmocka_unit_test(test_window_rule),
 		cmocka_unit_test(test_spin_catches_work_during_it),
 		cmocka_unit_test(test_busy_loop_does_not_spin),
+		cmocka_unit_test(test_may_spin_no),
 		cmocka_unit_test(test_off_never_spins),
 		cmocka_unit_test(test_sparse_events_shrink_the_window),
 	};
