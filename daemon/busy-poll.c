@@ -52,17 +52,13 @@ static void add(_Atomic uint64_t *c, uint64_t v)
 }
 
 /*
- * Something for the next turn: 1 = work libuv would do without waiting
- * (pending callbacks, closing handles, active idle handles, a timer due by
- * the loop's clock), 2 = a ready fd in the epoll set (uv_async and the
- * signal pipe are fds in it too), 0 = neither.  A timer that comes due
- * during the spin runs when the spin ends, at most one window late.
+ * A client's work for the next turn: a ready fd in the epoll set (uv_async
+ * and the signal pipe are fds in it too).  A timer that comes due during the
+ * spin runs when the spin ends, at most one window late.
  */
-static int ready(uv_loop_t *loop, struct pollfd *pfd)
+static bool fd_ready(struct pollfd *pfd)
 {
-	if (uv_backend_timeout(loop) == 0)
-		return 1;
-	return poll(pfd, 1, 0) > 0 ? 2 : 0;
+	return poll(pfd, 1, 0) > 0;
 }
 
 /*
@@ -87,29 +83,33 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 	for (;;) {
 		uint64_t spun = 0, slept0, slept;
 
+		/* work libuv does without waiting (pending callbacks, closing
+		 * handles, active idle handles such as the completion queue's, a
+		 * due timer): run it first; it is no reason to spin or to sleep */
+		if (uv_backend_timeout(loop) == 0) {
+			if (!uv_run(loop, UV_RUN_ONCE))
+				return;
+			continue;
+		}
 		if (p->window_ns && !busy && (!p->may_spin || p->may_spin(p->may_spin_arg))) {
 			uint64_t t0 = now_ns(), t = t0;
-			int hit;
+			bool hit;
 
-			while (!(hit = ready(loop, &pfd)) && (t = now_ns()) - t0 < p->window_ns)
+			while (!(hit = fd_ready(&pfd)) && (t = now_ns()) - t0 < p->window_ns)
 				;
 			spun = t - t0;
 			add(&p->spin_ns, spun);
 			if (hit) {
 				add(&p->hits, 1);
-				/* an fd ready at the first look: the clients keep
-				 * the loop busy (work of its own does not count:
-				 * the reply it sends is what the client waits for) */
-				if (hit == 2 && t == t0)
-					busy = true;
+				busy = t == t0;   /* ready at the first look: clients keep the loop busy */
 				if (!uv_run(loop, UV_RUN_ONCE))   /* does not block: work is ready */
 					return;
 				continue;
 			}
 			add(&p->misses, 1);
 		}
-		/* nothing came (or the loop is busy): epoll_wait, then learn from
-		 * how long the whole gap was */
+		/* nothing came (or the loop is busy, or may not spin): epoll_wait,
+		 * then learn from how long the whole gap was */
 		slept0 = uv_metrics_idle_time(loop);
 		if (!uv_run(loop, UV_RUN_ONCE))
 			return;
