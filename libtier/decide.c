@@ -200,7 +200,31 @@ bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, u
 }
 
 /*
- * Reads never wait (but behind an exclusive op).  A cached copy that is not
+ * A delayed hit: a read of extents that a fill in flight on the object
+ * already brings (a read fill of another client's read, making the copy or
+ * adding to it, or a fill job's window) waits for it to land and is then
+ * served from the copy, a hit, where reading base again would miss on a
+ * block on its way into the cache (an LRU of blocks, or this engine at
+ * queue depth 1, hits it).  Only behind a small fill (at most
+ * DELAYED_HIT_MAX bytes: about one seek of base, so the read waits about
+ * what its own base read would take): reads that waited behind
+ * whole-object fills cut hotscan@10%'s IOPS to 0.18x, and reads of other
+ * extents that waited behind every small fill of their copy chained a
+ * scan's reads one behind the other (hotscan@5% mean latency 1.5 -> 8.1
+ * ms; docs/BENCHMARKS.md, "Reads that wait for a fill in flight").  Never
+ * for a piece whose cache path failed (nocache): base only.
+ */
+#define DELAYED_HIT_MAX (64u * 1024)
+
+bool tier__decide_delayed_hit(const struct tier__dstate *s)
+{
+	return s->type == TIER_REQ_READ && !s->nocache && s->fill_brings &&
+	       s->fill_brings <= DELAYED_HIT_MAX;
+}
+
+/*
+ * Reads never wait (but behind an exclusive op, or a small fill that
+ * brings them: tier__decide_delayed_hit).  A cached copy that is not
  * being evicted serves what it holds: all of the piece (HIT), some of it
  * and base the rest (HIT_PARTIAL), or none, base reads only (EXTENT_MISS);
  * the last two may fill the copy (tier__decide_fill).
@@ -216,6 +240,8 @@ static struct tier__decision decide_read(const struct tier_params *p,
 	bool cached = s->state != TIER__ABSENT && !(s->flags & TIER__OF_EVICTING) && !s->nocache;
 	struct tier__decision d;
 
+	if (tier__decide_delayed_hit(s))
+		return go(TIER__R_WAIT, "a small fill in flight brings the piece");
 	if (cached) {
 		if (!s->extents || s->all_valid)
 			d = go(TIER__R_HIT, "the copy holds the piece");

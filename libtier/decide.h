@@ -72,6 +72,8 @@ struct tier__dstate {
 	bool any_dirty;        /* some byte of the piece is dirty in the copy */
 	bool obj_all_valid;    /* fill hints: every extent of the object is in the copy */
 	bool clean_extents;    /* the copy holds valid extents that are clean */
+	uint64_t fill_brings;  /* reads: bytes of the fill in flight on the object that
+				  brings every extent of the piece the copy lacks (0: none) */
 	/* the engine */
 	bool bitmaps;          /* the engine keeps extent bitmaps (extent_size set) */
 	bool degraded;         /* a cache pool error lately: no new admissions */
@@ -104,6 +106,9 @@ struct tier__decision tier__decide(const struct tier_params *p, const struct tie
 
 /* Would a miss be admitted (before the throttle)?  Part of tier__decide. */
 bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write);
+
+/* Does a read wait for the small fill in flight that brings it?  Part of tier__decide. */
+bool tier__decide_delayed_hit(const struct tier__dstate *s);
 
 /* Fill a partly valid copy after a read that needed base?  Part of tier__decide. */
 enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier__dstate *s);

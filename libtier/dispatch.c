@@ -885,6 +885,9 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		s->any_dirty = range_any_dirty(e, o, x->off, x->len);
 	if (s->whole && o->state == TIER__DIRTY)
 		s->clean_extents = any_clean_valid(e, o);
+	if (x->type == TIER_REQ_READ && x->req && !x->nocache && !s->all_valid &&
+	    (o->flags & (TIER__OF_FILLING | TIER__OF_PROMOTING)))
+		s->fill_brings = tier__fill_brings(e, o, x->off, x->len);
 	if (cache_hint)
 		s->full_less_own = tier__full_ratio_less(e, x->resv, x->resv_obj);
 	else
@@ -920,10 +923,11 @@ static void trace_route(struct tier_engine *e, const struct tier__obj *o,
 	char oid[TIER_OID_MAX];
 
 	tier__oid(x->img, TIER__KEY_OBJNO(o->key), oid);
-	tier__log(e, TIER_LOG_DEBUG, "%s %s +%u len %u: %s (%s)%s%s",
+	tier__log(e, TIER_LOG_DEBUG, "%s %s +%u len %u: %s (%s)%s%s%s",
 		  x->type < sizeof(type_names) / sizeof(type_names[0]) ? type_names[x->type] : "?",
 		  oid, x->off, x->len, tier__route_name(d->route), d->why,
-		  d->fill != TIER__FILL_NONE ? "; fill: " : "", tier__fill_name(d->fill));
+		  d->fill != TIER__FILL_NONE ? "; fill: " : "", tier__fill_name(d->fill),
+		  d->count == TIER__C_MISS && !(x->seen & 2) ? "; a write miss" : "");
 }
 
 /* Complete the piece at the head without store I/O (DONE, FAIL, a failed flush-first). */

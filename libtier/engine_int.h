@@ -445,6 +445,13 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 /* o went quiet (no exclusive op, no shared op): a fill waiting to land goes on. */
 void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
 /*
+ * Bytes of the fill in flight on o (a read fill or a fill job) that brings
+ * every extent of [off, off + len) the copy lacks (all of them if o is
+ * ABSENT and a read fill is making its copy); 0 if none does.
+ */
+uint64_t tier__fill_brings(const struct tier_engine *e, const struct tier__obj *o, uint32_t off,
+			   uint32_t len);
+/*
  * Read fills: the read x (at the head of o's queue, an admitted read miss
  * in extent mode) is about to read from base; the whole extents it brings
  * that the copy lacks (all of them if o is ABSENT) go into the cache as

@@ -346,6 +346,26 @@ static void fill_land(struct tier__job *j)
 	}
 }
 
+uint64_t tier__fill_brings(const struct tier_engine *e, const struct tier__obj *o, uint32_t off,
+			   uint32_t len)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len;
+
+	if (!e->nwords || !len || !(o->flags & (TIER__OF_FILLING | TIER__OF_PROMOTING)))
+		return 0;
+	for (const struct tier__job *j = e->fills; j; j = j->fnext) {
+		bool all = true;
+
+		if (j->obj != o)
+			continue;
+		for (uint64_t i = off / es; all && i < e->nbits && i * es < end; i++)
+			all = (tier__obj_bits(o) && tier__bit(tier__obj_bits(o), i)) ||
+			      tier__bit(j->snap, i);
+		return all ? j->len : 0;   /* one fill job per object */
+	}
+	return 0;
+}
+
 void tier__fill_resume(struct tier_engine *e, struct tier__obj *o)
 {
 	for (struct tier__job *j = e->fills; j; j = j->fnext) {

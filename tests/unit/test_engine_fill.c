@@ -1029,6 +1029,78 @@ static void test_read_miss_beside_running_fill_cached(void **state)
 	env_free(v);
 }
 
+/*
+ * A delayed hit: a read of an extent that a small fill in flight already
+ * brings waits for it to land and is served from the copy (a hit, no base
+ * read of its own), where it used to read base again and miss on a block
+ * on its way into the cache.  Object 3 is ABSENT: two reads of its extent
+ * 5 go out together (base reads take 10 ms); the first makes the copy by a
+ * read fill, the second waits for it.  Then, on the copy, two reads of
+ * extent 9: the same.  Reads of an extent a large fill brings (more than
+ * 64 KiB: a whole 256 KiB object with room) do not wait: base serves them.
+ */
+static void test_read_waits_for_small_fill_bringing_it(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	uint8_t *model = calloc(1, ISZ), b1[EXT], b2[EXT];
+	struct sreq r1, r2;
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;                 /* the defaults: a window is the read's extent */
+	p.fill_locality_pct = 25;
+	struct env *v = env_new_vt(&p, &bm, NULL, true);
+	base_content(v, &p, model, 4);
+	for (int k = 0; k < 2; k++) {
+		uint64_t off = 3 * OS + (k ? 9 : 5) * EXT;
+		struct tier_stats s0 = env_stats(v);
+		uint64_t r0 = base_reads(v);
+
+		memset(&r1, 0, sizeof(r1));
+		memset(&r2, 0, sizeof(r2));
+		submit(v, &r1, TIER_REQ_READ, off, EXT, b1);
+		submit(v, &r2, TIER_REQ_READ, off, EXT, b2);
+		env_pump(v);
+		assert_int_equal(r1.done + r2.done, 2);
+		assert_int_equal(r1.result, 0);
+		assert_int_equal(r2.result, 0);
+		assert_memory_equal(b1, model + off, EXT);
+		assert_memory_equal(b2, model + off, EXT);
+		struct tier_stats s = env_stats(v);
+		assert_int_equal(base_reads(v) - r0, 1);
+		assert_int_equal(s.read_misses - s0.read_misses, 1);
+		assert_int_equal(s.read_hits - s0.read_hits, 1);
+		assert_int_equal(s.fills - s0.fills, 1);
+		assert_int_equal(s.cached_bytes, (uint64_t)(k + 1) * EXT);
+	}
+	env_free(v);
+
+	/* a large fill: 256 KiB objects, room, no budget: a read fill then the whole rest */
+	ext_params(&p, 0);
+	p.object_size = 4 * OS;
+	p.target_max_bytes = 64 * OS;
+	v = env_new_vt(&p, &bm, NULL, true);
+	memset(model, 0, ISZ);
+	base_content(v, &p, model, 8);                    /* objects 0 and 1 */
+	env_check(v, model, 1 * p.object_size, EXT);      /* the copy: extent 0 */
+	env_pump(v);
+	env_check(v, model, 1 * p.object_size + 2 * EXT, EXT);   /* its fill: the rest, 252 KiB */
+	struct tier_stats s0 = env_stats(v);
+	uint64_t r0 = base_reads(v);
+	memset(&r1, 0, sizeof(r1));
+	submit(v, &r1, TIER_REQ_READ, 1 * p.object_size + 40 * EXT, EXT, b1);
+	env_pump(v);
+	assert_int_equal(r1.result, 0);
+	assert_memory_equal(b1, model + 1 * p.object_size + 40 * EXT, EXT);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.read_misses - s0.read_misses, 1);   /* base served it */
+	assert_int_equal(base_reads(v) - r0, 1);                /* its own */
+	assert_int_equal(s.cached_bytes, 4 * OS);
+	free(model);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1049,6 +1121,7 @@ int main(void)
 		cmocka_unit_test(test_fill_budget_pays_fills),
 		cmocka_unit_test(test_fill_goes_where_locality_is),
 		cmocka_unit_test(test_read_miss_beside_running_fill_cached),
+		cmocka_unit_test(test_read_waits_for_small_fill_bringing_it),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
