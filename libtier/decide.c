@@ -60,13 +60,25 @@ static struct tier__decision go(enum tier__route r, const char *why)
 }
 
 #define AGENT_SLOP 0.02   /* the agent's hysteresis, in ratio units */
+/*
+ * Evict mode "some" stops this far under cache_target_full_ratio: the cache
+ * the agent keeps sits between the two, so the mean room it leaves unused
+ * is about half of it.  With AGENT_SLOP (0.02) that was 1% of the target,
+ * worth most of what zipf0.9@25%, log@25% and vms@5/10% missed beyond an
+ * LRU of blocks at the full usable size; at 0.005 the cache sat at its line
+ * and whole-object fills (fill_window: room below the target) found no
+ * room, loop@25% +2.8 points (docs/BENCHMARKS.md, "Reads that wait for a
+ * fill in flight, and the eviction's stop line").
+ */
+#define EVICT_SLOP 0.01
 
 /*
  * Room for a miss without pressure: the cache (admitted bytes included) is
  * below its full target by more than the agent's hysteresis, so admitting
  * it evicts nothing now and the agent is not about to start.  The margin
- * keeps a full cache, which the agent holds between the target and
- * AGENT_SLOP under it, from opening its admission after every eviction.
+ * (AGENT_SLOP) is wider than the band the agent holds a full cache in (the
+ * target and EVICT_SLOP under it), so a full cache does not open its
+ * admission after every eviction.
  */
 static bool room_for_miss(const struct tier_params *p, const struct tier__dstate *s)
 {
@@ -211,7 +223,8 @@ bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, u
  * whole-object fills cut hotscan@10%'s IOPS to 0.18x, and reads of other
  * extents that waited behind every small fill of their copy chained a
  * scan's reads one behind the other (hotscan@5% mean latency 1.5 -> 8.1
- * ms; docs/BENCHMARKS.md, "Reads that wait for a fill in flight").  Never
+ * ms; docs/BENCHMARKS.md, "Reads that wait for a fill in flight, and the
+ * eviction's stop line").  Never
  * for a piece whose cache path failed (nocache): base only.
  */
 #define DELAYED_HIT_MAX (64u * 1024)
@@ -590,7 +603,7 @@ struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__
 
 	if (fr > 1.0 || (cur.evict == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
 		m.evict = TIER_EVICT_FULL;
-	else if (fr > ft || (cur.evict != TIER_EVICT_IDLE && fr > ft - AGENT_SLOP && fr > 0))
+	else if (fr > ft || (cur.evict != TIER_EVICT_IDLE && fr > ft - EVICT_SLOP && fr > 0))
 		m.evict = TIER_EVICT_SOME;
 	else
 		m.evict = TIER_EVICT_IDLE;

@@ -712,12 +712,25 @@ static void test_agent_modes(void **state)
 	assert_int_equal(m.flush, TIER_FLUSH_HIGH);
 	assert_int_equal(m.effort_pct, 50);
 	/* hysteresis: high stays high just under its threshold, idle does not jump */
-	m = tier__decide_modes(&p, m, 0.59, 0.79, true, true);
+	m = tier__decide_modes(&p, m, 0.59, 0.795, true, true);
 	assert_int_equal(m.flush, TIER_FLUSH_HIGH);
 	assert_int_equal(m.evict, TIER_EVICT_SOME);
-	m = tier__decide_modes(&p, idle, 0.39, 0.79, true, true);
+	m = tier__decide_modes(&p, idle, 0.39, 0.795, true, true);
 	assert_int_equal(m.flush, TIER_FLUSH_IDLE);
 	assert_int_equal(m.evict, TIER_EVICT_IDLE);
+	/*
+	 * evict "some" stops 0.01 under the target (EVICT_SLOP), not the
+	 * flush modes' 0.02: the cache it keeps sits between 0.79 and 0.80,
+	 * closer to the usable size an LRU of the same target would fill
+	 */
+	struct tier__modes some = { .evict = TIER_EVICT_SOME };
+	assert_int_equal(tier__decide_modes(&p, some, 0.0, 0.792, true, true).evict,
+			 TIER_EVICT_SOME);
+	assert_int_equal(tier__decide_modes(&p, some, 0.0, 0.785, true, true).evict,
+			 TIER_EVICT_IDLE);
+	struct tier__modes low = { .flush = TIER_FLUSH_LOW };
+	assert_int_equal(tier__decide_modes(&p, low, 0.385, 0.0, true, true).flush,
+			 TIER_FLUSH_LOW);   /* the flush modes keep 0.02 */
 	m = tier__decide_modes(&p, idle, 0.1, 1.01, true, true);
 	assert_int_equal(m.evict, TIER_EVICT_FULL);
 	assert_int_equal(m.effort_pct, 100);

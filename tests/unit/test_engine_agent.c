@@ -78,7 +78,13 @@ static void test_evict_modes_effort_hysteresis(void **state)
 	env_set_params(v, &p);
 	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_SOME);
 	assert_int_equal(env_stats(v).evict_effort_pct, 10);
-	p.cache_target_full_ratio = 0.51;
+	p.cache_target_full_ratio = 0.505;        /* some stays some down to 0.495 */
+	env_set_params(v, &p);
+	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_SOME);
+	p.cache_target_full_ratio = 0.515;        /* 0.5 is under 0.505: idle (was 0.02) */
+	env_set_params(v, &p);
+	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_IDLE);
+	p.cache_target_full_ratio = 0.45;
 	env_set_params(v, &p);
 	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_SOME);
 	p.cache_target_full_ratio = 0.53;
@@ -111,7 +117,7 @@ static void test_full_ignores_min_age_then_settles(void **state)
 	assert_true(s.cached_objects <= 39 && s.cached_objects >= 39 - 4);
 	assert_int_equal(s.evict_mode, TIER_EVICT_SOME);
 	assert_true(s.flushes >= 11);
-	/* aged: some mode evicts down to the target minus the slop (0.78) */
+	/* aged: some mode evicts down to the target minus the slop (0.79) */
 	env_advance_ms(v, 3600001);
 	env_pump(v);
 	s = env_stats(v);
@@ -226,7 +232,7 @@ static void coldest_first(enum tier_evict_policy pol)
 	for (int i = 4; i < 8; i++)
 		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 512, b, 0), 0);
 	assert_int_equal(env_stats(v).read_hits, 16);
-	/* 8 cached, target 10 -> some mode down to 0.78 * 10 -> 4 evictions */
+	/* 8 cached, target 10 -> some mode down to 0.49 * 10 -> 4 evictions */
 	p.target_max_objects = 10;
 	p.cache_target_full_ratio = 0.5;
 	env_set_params(v, &p);
