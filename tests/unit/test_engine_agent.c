@@ -193,9 +193,9 @@ static void test_evict_effort_bounds_ops(void **state)
 	assert_int_equal(env_stats(v).evict_effort_pct, 17);
 	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);
 	env_pump(v);
-	p.cache_target_full_ratio = 0.1;         /* (0.38-0.1)/0.9 = 31% -> 2 */
+	p.cache_target_full_ratio = 0.1;         /* (0.39-0.1)/0.9 = 32% -> 2 */
 	env_set_params(v, &p);
-	assert_int_equal(env_stats(v).evict_effort_pct, 31);
+	assert_int_equal(env_stats(v).evict_effort_pct, 32);
 	assert_int_equal(env_stats(v).agent_ops_in_flight, 2);
 	p.target_max_objects = 20;               /* full -> all 4 */
 	env_set_params(v, &p);
