@@ -54,7 +54,8 @@ static void add(_Atomic uint64_t *c, uint64_t v)
 /*
  * A client's work for the next turn: a ready fd in the epoll set (uv_async
  * and the signal pipe are fds in it too).  A timer that comes due during the
- * spin runs when the spin ends, at most one window late.
+ * spin runs when the spin ends (the spin stops at the next timer's due
+ * time by the loop's clock, which does not move while it spins).
  */
 static bool fd_ready(struct pollfd *pfd)
 {
@@ -82,6 +83,7 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 		return;
 	for (;;) {
 		uint64_t spun = 0, slept0, slept;
+		bool allowed;
 
 		/* work libuv does without waiting (pending callbacks, closing
 		 * handles, active idle handles such as the completion queue's, a
@@ -91,11 +93,17 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 				return;
 			continue;
 		}
-		if (p->window_ns && !busy && (!p->may_spin || p->may_spin(p->may_spin_arg))) {
-			uint64_t t0 = now_ns(), t = t0;
+		/* a loop waiting for threads of its own neither spins nor learns
+		 * from that wait (it is no gap between a client's requests) */
+		allowed = !p->may_spin || p->may_spin(p->may_spin_arg);
+		if (p->window_ns && !busy && allowed) {
+			uint64_t t0 = now_ns(), t = t0, w = p->window_ns;
+			int next_ms = uv_backend_timeout(loop);
 			bool hit;
 
-			while (!(hit = fd_ready(&pfd)) && (t = now_ns()) - t0 < p->window_ns)
+			if (next_ms >= 0 && (uint64_t)next_ms * 1000000u < w)
+				w = (uint64_t)next_ms * 1000000u;   /* a timer due sooner */
+			while (!(hit = fd_ready(&pfd)) && (t = now_ns()) - t0 < w)
 				;
 			spun = t - t0;
 			add(&p->spin_ns, spun);
@@ -115,7 +123,7 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 			return;
 		slept = uv_metrics_idle_time(loop) - slept0;
 		busy = slept < BUSY_POLL_NO_SLEEP_NS;
-		if (!busy || spun) {
+		if (allowed && (!busy || spun)) {
 			p->window_ns = tierd_busy_poll_next(p->window_ns, spun + slept, p->max_ns);
 			atomic_store_explicit(&p->window_now_ns, p->window_ns,
 					      memory_order_relaxed);

@@ -11,7 +11,8 @@
 #
 # Usage: deploy/qd1-sched.sh   Environment: BUILD_DIR [./build-rel], TIERD
 # [the build's daemon/tierd], CASES ["rr1 rw1"], OUT [a new /tmp dir],
-# BENCH_NICE [-10: this session's autogroup and the processes' nice level].
+# BENCH_NICE [-10: this session's autogroup and the processes' nice level],
+# BUSY_POLL_US [tierd's default; 0 shows the loop without its busy-poll].
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +40,7 @@ listen = unix:$W/nbd.sock
 admin_socket = $W/tierd.asok
 log_level = warn
 threads = 1
+${BUSY_POLL_US:+busy_poll_us = $BUSY_POLL_US}
 [local]
 data_dir = $W/data
 base_profile = none
@@ -64,6 +66,9 @@ for u in "$TU" "$NU"; do
 		--output=/dev/null
 done
 echo "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), load $(cut -d' ' -f1-3 /proc/loadavg), $(cat /proc/self/autogroup 2>/dev/null || echo "no autogroup")"
+# an idle vCPU that halts at once (guest_halt_poll_ns 0) makes every wake-up
+# of a sleeping loop cost a trip through the host (docs/BENCHMARKS.md, 15)
+echo "cpuidle: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)/$(cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none), guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo n/a)"
 # summary FILE.th PATTERN: mean wait, sch delay and run per switch-out of the threads matching PATTERN
 summary() {
 	grep -E "$2" "$1" | awk '{ w += $4; d += $5; r += $6; n++ }

@@ -224,15 +224,17 @@ bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, u
  * extents that waited behind every small fill of their copy chained a
  * scan's reads one behind the other (hotscan@5% mean latency 1.5 -> 8.1
  * ms; docs/BENCHMARKS.md, "Reads that wait for a fill in flight, and the
- * eviction's stop line").  Never
- * for a piece whose cache path failed (nocache): base only.
+ * eviction's stop line").  Never for a piece whose cache path failed
+ * (nocache): base only; nor while the cache pool is down or degraded: the
+ * fill's cache write may be waiting out op_timeout, and a read with no
+ * dirty byte goes to base at once (docs/DURABILITY.md, "Pool outages").
  */
 #define DELAYED_HIT_MAX (64u * 1024)
 
 bool tier__decide_delayed_hit(const struct tier__dstate *s)
 {
-	return s->type == TIER_REQ_READ && !s->nocache && s->fill_brings &&
-	       s->fill_brings <= DELAYED_HIT_MAX;
+	return s->type == TIER_REQ_READ && !s->nocache && !s->cache_down && !s->degraded &&
+	       s->fill_brings && s->fill_brings <= DELAYED_HIT_MAX;
 }
 
 /*

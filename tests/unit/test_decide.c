@@ -562,6 +562,42 @@ static void test_admit_when_room(void **state)
 	assert_int_equal(p.admit_when_room, 0);
 }
 
+/*
+ * A read of extents a small fill in flight brings waits for it (a delayed
+ * hit), but not while the cache pool is down or degraded: the fill's cache
+ * write may be waiting out op_timeout, and the read goes to base at once.
+ */
+static void test_delayed_hit(void **state)
+{
+	struct tier_params p = params_of(WB, EXT, WPX);
+	struct tier__dstate s;
+	struct tier__decision d;
+
+	(void)state;
+	/* a read fill is making the copy (ABSENT, PROMOTING) and brings the piece */
+	s = state_of(R, false, false, false, A, TIER__OF_PROMOTING, 0, EXT);
+	s.fill_brings = 4096;
+	assert_int_equal(tier__decide(&p, &s).route, TIER__R_WAIT);
+	s.fill_brings = 1u << 20;   /* a large fill: not waited for */
+	assert_int_not_equal(tier__decide(&p, &s).route, TIER__R_WAIT);
+	s.fill_brings = 4096;
+	s.cache_down = true;
+	d = tier__decide(&p, &s);
+	assert_int_not_equal(d.route, TIER__R_WAIT);
+	assert_int_equal(d.route, TIER__R_PROXY);
+	s.cache_down = false;
+	s.degraded = true;
+	d = tier__decide(&p, &s);
+	assert_int_not_equal(d.route, TIER__R_WAIT);
+	assert_int_equal(d.route, TIER__R_PROXY);
+	/* a copy with some extents, a window fill bringing the rest */
+	s = state_of(R, false, false, false, CL, TIER__OF_FILLING, X_BITS | X_ANY, EXT);
+	s.fill_brings = 65536;
+	assert_int_equal(tier__decide(&p, &s).route, TIER__R_WAIT);
+	s.nocache = true;
+	assert_int_not_equal(tier__decide(&p, &s).route, TIER__R_WAIT);
+}
+
 static struct tier__agent_view av(int state, unsigned flags, bool busy, bool img, bool ign,
 				  uint64_t age)
 {
@@ -901,6 +937,7 @@ int main(void)
 		cmocka_unit_test(test_route_sweep),
 		cmocka_unit_test(test_fill_choice),
 		cmocka_unit_test(test_admit_when_room),
+		cmocka_unit_test(test_delayed_hit),
 		cmocka_unit_test(test_fill_budget),
 		cmocka_unit_test(test_agent_choice),
 		cmocka_unit_test(test_agent_modes),
