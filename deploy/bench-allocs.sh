@@ -14,6 +14,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/deploy/bench-lib.sh"
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
 SIZE=${BENCH_SIZE:-256M}
 RUNTIME=${BENCH_RUNTIME:-5}
@@ -45,25 +46,7 @@ for f in malloc calloc realloc free; do
 	fi
 	EVENTS="$EVENTS${EVENTS:+,}probe_libc:$f"
 done
-cat > "$W/tierd.conf" <<CFG
-# written by deploy/bench-allocs.sh
-[global]
-backend = local
-listen = unix:$W/nbd.sock
-admin_socket = $W/tierd.asok
-log_level = warn
-[local]
-data_dir = $W/data
-base_profile = none
-cache_profile = none
-[tier]
-target_max_bytes = 4G
-cache_target_dirty_ratio = 0.9
-cache_target_dirty_high_ratio = 0.95
-cache_target_full_ratio = 0.95
-[image.vol0]
-size = $SIZE
-CFG
+bench_all_hit_conf "$W" "$SIZE"
 U="nbd+unix:///vol0?socket=$W/nbd.sock"
 "$BUILD/daemon/tierd" --config "$W/tierd.conf" 2> "$W/tierd.log" &
 PID=$!

@@ -43,6 +43,7 @@ if [ -n "${BENCH_OWN_SESSION:-}" ]; then
 fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/deploy/bench-lib.sh"
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
 SIZE=${BENCH_SIZE:-256M}
 RUNTIME=${BENCH_RUNTIME:-10}
@@ -92,29 +93,7 @@ start_tierd() {
 	local name=$1 pre=$2
 	rm -rf "$WORK/t"
 	mkdir -p "$WORK/t"
-	cat > "$WORK/t/tierd.conf" <<CFG
-# written by deploy/bench-nbdkit.sh
-[global]
-backend = local
-listen = unix:$WORK/t/nbd.sock
-admin_socket = $WORK/t/tierd.asok
-log_level = warn
-${BENCH_TIERD_EXTRA:-}
-
-[local]
-data_dir = $WORK/t/data
-base_profile = none
-cache_profile = none
-
-[tier]
-target_max_bytes = 4G
-cache_target_dirty_ratio = 0.9
-cache_target_dirty_high_ratio = 0.95
-cache_target_full_ratio = 0.95
-
-[image.vol0]
-size = $SIZE
-CFG
+	bench_all_hit_conf "$WORK/t" "$SIZE" "${BENCH_TIERD_EXTRA:-}"
 	cp "$WORK/t/tierd.conf" "$OUT/tierd.conf"
 	local bin=$TIERD threads=${TIERD_THREADS:-}
 	if [[ $pre == *#* ]]; then

@@ -19,6 +19,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/deploy/bench-lib.sh"
 BUILD=${BUILD_DIR:-$ROOT/build-prof}
 SIZE=${BENCH_SIZE:-256M}
 RUNTIME=${BENCH_RUNTIME:-8}
@@ -36,25 +37,7 @@ mkdir -p "$OUT"
 PID=
 cleanup() { [ -z "$PID" ] || kill -KILL "$PID" 2>/dev/null || true; rm -rf "$W"; wait 2>/dev/null || true; }
 trap cleanup EXIT
-cat > "$W/tierd.conf" <<CFG
-[global]
-backend = local
-listen = unix:$W/nbd.sock
-admin_socket = $W/tierd.asok
-log_level = warn
-${BENCH_TIERD_EXTRA:-}
-[local]
-data_dir = $W/data
-base_profile = none
-cache_profile = none
-[tier]
-target_max_bytes = 4G
-cache_target_dirty_ratio = 0.9
-cache_target_dirty_high_ratio = 0.95
-cache_target_full_ratio = 0.95
-[image.vol0]
-size = $SIZE
-CFG
+bench_all_hit_conf "$W" "$SIZE" "${BENCH_TIERD_EXTRA:-}"
 "$BUILD/daemon/tierd" --config "$W/tierd.conf" 2> "$OUT/tierd.log" &
 PID=$!
 U="nbd+unix:///vol0?socket=$W/nbd.sock"

@@ -15,6 +15,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/deploy/bench-lib.sh"
 BUILD=${BUILD_DIR:-$ROOT/build-rel}
 TIERD=${TIERD:-$BUILD/daemon/tierd}
 SIZE=${BENCH_SIZE:-256M}
@@ -30,25 +31,7 @@ TP=
 NP=
 cleanup() { for p in $TP $NP; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$W"; }
 trap cleanup EXIT
-cat > "$W/tierd.conf" <<CFG
-[global]
-backend = local
-listen = unix:$W/nbd.sock
-admin_socket = $W/tierd.asok
-log_level = warn
-threads = ${BENCH_THREADS:-1}
-[local]
-data_dir = $W/data
-base_profile = none
-cache_profile = none
-[tier]
-target_max_bytes = 4G
-cache_target_dirty_ratio = 0.9
-cache_target_dirty_high_ratio = 0.95
-cache_target_full_ratio = 0.95
-[image.vol0]
-size = $SIZE
-CFG
+bench_all_hit_conf "$W" "$SIZE" "threads = ${BENCH_THREADS:-1}"
 "$TIERD" --config "$W/tierd.conf" 2> "$OUT/tierd.log" &
 TP=$!
 truncate -s "$SIZE" "$W/img"
