@@ -2,17 +2,8 @@
 /* Adaptive busy-poll around uv_run (daemon/busy-poll.h). */
 #include <poll.h>
 #include <stdbool.h>
-#include <time.h>
 
 #include "daemon/busy-poll.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t tierd_busy_poll_next(uint64_t w, uint64_t idle_ns, uint64_t max)
 {
@@ -83,12 +74,13 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 		return;
 	for (;;) {
 		uint64_t spun = 0, slept0, slept;
+		int next_ms = uv_backend_timeout(loop);   /* -1: no timer */
 		bool allowed;
 
 		/* work libuv does without waiting (pending callbacks, closing
 		 * handles, active idle handles such as the completion queue's, a
 		 * due timer): run it first; it is no reason to spin or to sleep */
-		if (uv_backend_timeout(loop) == 0) {
+		if (next_ms == 0) {
 			if (!uv_run(loop, UV_RUN_ONCE))
 				return;
 			continue;
@@ -97,13 +89,12 @@ void tierd_busy_poll_run(uv_loop_t *loop, struct tierd_busy_poll *p)
 		 * from that wait (it is no gap between a client's requests) */
 		allowed = !p->may_spin || p->may_spin(p->may_spin_arg);
 		if (p->window_ns && !busy && allowed) {
-			uint64_t t0 = now_ns(), t = t0, w = p->window_ns;
-			int next_ms = uv_backend_timeout(loop);
+			uint64_t t0 = uv_hrtime(), t = t0, w = p->window_ns;
 			bool hit;
 
 			if (next_ms >= 0 && (uint64_t)next_ms * 1000000u < w)
 				w = (uint64_t)next_ms * 1000000u;   /* a timer due sooner */
-			while (!(hit = fd_ready(&pfd)) && (t = now_ns()) - t0 < w)
+			while (!(hit = fd_ready(&pfd)) && (t = uv_hrtime()) - t0 < w)
 				;
 			spun = t - t0;
 			add(&p->spin_ns, spun);
