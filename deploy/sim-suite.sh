@@ -12,6 +12,7 @@
 #   SUITE_WORKLOADS  names to run (default all, see below)
 #   SUITE_POLICIES   tier-sim policy specs, comma separated (default below)
 #   SUITE_JOBS     runs at a time (default 2)
+#   SUITE_ARGS     more tier-sim arguments for every run (e.g. "--seed 2")
 # CI runs a bounded subset (tests/integration/test-sim-suite.sh).
 set -eu
 SIM=${1:?usage: sim-suite.sh path/to/tier-sim OUTDIR}
@@ -54,7 +55,7 @@ for w in $WORKLOADS; do
 	args=$(workload "$w")
 	for pct in $CACHES; do
 		cache=$((size_b * pct / 100))
-		echo "$SIM $args --bs 4k --size $SIZE --cache $cache --qd 16 --ops $OPS --warmup $WARM --label $w@$pct% --policy $POLICIES --csv $OUT/$w-$pct.csv >$OUT/$w-$pct.txt 2>&1 || { echo FAILED: $w $pct >&2; exit 255; }" >>"$jobs"
+		echo "$SIM $args --bs 4k --size $SIZE --cache $cache --qd 16 --ops $OPS --warmup $WARM --label $w@$pct% ${SUITE_ARGS:-} --policy $POLICIES --csv $OUT/$w-$pct.csv >$OUT/$w-$pct.txt 2>&1 || { echo FAILED: $w $pct >&2; exit 255; }" >>"$jobs"
 	done
 done
 tr '\n' '\0' <"$jobs" | xargs -0 -P "$JOBS" -n 1 sh -c

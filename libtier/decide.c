@@ -50,6 +50,7 @@ const char *tier__fill_name(enum tier__fill f)
 	case TIER__FILL_SKIP_COLD: return "skipped, cold";
 	case TIER__FILL_SKIP_FULL: return "skipped, cache full";
 	case TIER__FILL_SKIP_DEGRADED: return "skipped, cache degraded";
+	case TIER__FILL_BEHIND_COPY: return "behind the copy being made";
 	}
 	return "?";
 }
@@ -277,6 +278,23 @@ static struct tier__decision decide_read(const struct tier_params *p,
 			d = go(TIER__R_PROXY_THEN_PROMOTE, "miss admitted");
 			d.admitted = true;
 		}
+	} else if (s->state == TIER__ABSENT && (s->flags & TIER__OF_PROMOTING) &&
+		   !(s->flags & (TIER__OF_FQUEUED | TIER__OF_STALE)) &&
+		   p->promote_granularity == TIER_GRAN_EXTENT && s->bitmaps &&
+		   room_for_miss(p, s) && tier__decide_admit(p, s, false)) {
+		/*
+		 * A read fill (or a promotion) is making the first copy and
+		 * the cache has room (it evicts nothing): this read goes to
+		 * base now, and a fill of its extents waits for the copy, so
+		 * that the next read of them hits (an LRU of blocks, with no
+		 * time, has them: readmostly@25% missed 3 more than it).  The
+		 * read itself does not wait: reads that did cost more than
+		 * they saved; under pressure the extra fills made full caches
+		 * swing by thousands of misses either way (hotscan@5%: the
+		 * scan's own blocks; docs/BENCHMARKS.md).
+		 */
+		d = go(TIER__R_PROXY, "miss admitted: filled once the copy being made lands");
+		d.fill = TIER__FILL_BEHIND_COPY;
 	} else {
 		d = go(TIER__R_PROXY, s->state == TIER__ABSENT ? "miss not admitted" :
 		       s->nocache ? "cache path failed" : "the copy is being evicted");
@@ -363,7 +381,8 @@ static struct tier__decision decide_write_route(const struct tier_params *p,
 			d = s->type != TIER_REQ_WRITE && s->whole ? decide_whole_drop(s) :
 				go(TIER__R_CACHE_WRITE, "the object is cached");
 			/* extent mode: new extents of a cached copy are a miss (nothing was cached) */
-			d.count = s->type != TIER_REQ_WRITE || !s->extents || s->all_valid ?
+			d.count = s->type != TIER_REQ_WRITE || !s->extents || s->all_valid ||
+					  s->fill_admitted ?
 				  TIER__C_HIT : TIER__C_MISS;
 		}
 	} else {
@@ -425,6 +444,8 @@ static struct tier__decision decide_write(const struct tier_params *p,
 static struct tier__decision decide_fill_hint(const struct tier_params *p,
 					      const struct tier__dstate *s)
 {
+	if (s->state == TIER__ABSENT && (s->flags & TIER__OF_PROMOTING))
+		return go(TIER__R_WAIT, "fill waits for the copy being made");
 	if (s->state == TIER__ABSENT || !s->extents || s->obj_all_valid ||
 	    (s->flags & (TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_VUNK)))
 		return go(TIER__R_DONE, "fill: nothing to fill, or the copy is going");

@@ -50,6 +50,8 @@ enum tier__fill {
 	TIER__FILL_SKIP_COLD,     /* the read admission says no: recency / policy hint */
 	TIER__FILL_SKIP_FULL,     /* the cache is at or over its target */
 	TIER__FILL_SKIP_DEGRADED, /* a cache pool error lately */
+	TIER__FILL_BEHIND_COPY,   /* a proxied read: a fill of its extents waits for the copy
+				     a read fill is making (decide_read) */
 };
 
 /* Which hit/miss counter a write's route counts for (once per piece). */
@@ -74,6 +76,8 @@ struct tier__dstate {
 	bool clean_extents;    /* the copy holds valid extents that are clean */
 	uint64_t fill_brings;  /* reads: bytes of the fill in flight on the object that
 				  brings every extent of the piece the copy lacks (0: none) */
+	bool fill_admitted;    /* writes: every extent of the piece the copy lacks is on
+				  its way in (a fill in flight or a fill hint queued) */
 	/* the engine */
 	bool bitmaps;          /* the engine keeps extent bitmaps (extent_size set) */
 	bool degraded;         /* a cache pool error lately: no new admissions */

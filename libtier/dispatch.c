@@ -405,6 +405,24 @@ static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_i
 }
 
 /*
+ * A read of an object whose first copy is being made (decide_read): a fill
+ * hint of the read's whole extents, queued behind it, waits for the copy
+ * and then reads them from base again; the budget pays for that read.
+ */
+static void fill_behind_copy(struct tier_engine *e, struct tier__obj *o,
+			     const struct tier__ext *x)
+{
+	uint64_t es = e->p.extent_size, s = (x->off + es - 1) / es * es;
+	uint64_t t = (uint64_t)x->off + x->len;
+
+	t = t >= tier__obj_len(e, o) ? tier__obj_len(e, o) : t / es * es;
+	if (t <= s)
+		return;   /* no whole extent */
+	if (tier__fill_tokens(e, x->img, t - s, t - s))
+		queue_fill(e, o, x->img, (uint32_t)s, (uint32_t)(t - s));
+}
+
+/*
  * Bytes of the window [off, off + len) o's copy lacks outside the whole
  * extents the read x brings: what a fill would read from base that x does
  * not read already.
@@ -456,7 +474,8 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__
 	case TIER__FILL_SKIP_COLD: tier__count(e, x->img, fill_skip_cold, 1); break;
 	case TIER__FILL_SKIP_FULL: tier__count(e, x->img, fill_skip_full, 1); break;
 	case TIER__FILL_SKIP_DEGRADED: tier__count(e, x->img, fill_skip_degraded, 1); break;
-	case TIER__FILL_NONE: break;
+	case TIER__FILL_NONE:
+	case TIER__FILL_BEHIND_COPY: break;   /* proxied reads only (try_start) */
 	}
 }
 
@@ -854,6 +873,36 @@ static void tinylfu_state(struct tier_engine *e, const struct tier__obj *o,
 		s->victim_freq = (uint8_t)tier__sketch_estimate(e->sk, victim);
 }
 
+/*
+ * A write's extents the copy lacks are all on their way in: a fill in
+ * flight brings them, or a fill hint queued on the object (a read miss's,
+ * admitted before this write) covers them.  The write goes ahead of that
+ * fill into the copy either way (a fill leaves extents made valid
+ * meanwhile alone); this only says how it counts (decide.c).
+ */
+static bool write_fill_admitted(const struct tier_engine *e, const struct tier__obj *o,
+				const struct tier__ext *x)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)x->off + x->len;
+
+	if (!tier__obj_bits(o) || !(o->flags & (TIER__OF_FILLING | TIER__OF_PROMOTING |
+						 TIER__OF_FQUEUED)))
+		return false;
+	if (tier__fill_brings(e, o, x->off, x->len))
+		return true;
+	for (const struct tier__ext *h = o->qhead; h; h = h->next) {
+		bool all = true;
+
+		if (h->type != TIER__REQ_FILL)
+			continue;
+		for (uint64_t i = x->off / es; all && i < e->nbits && i * es < end; i++)
+			all = tier__bit(tier__obj_bits(o), i) ||
+			      (i * es >= h->off && (i + 1) * es <= (uint64_t)h->off + h->len);
+		return all;   /* one fill hint per object */
+	}
+	return false;
+}
+
 /* What tier__decide may look at, for the piece x at the head of o's queue. */
 static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		       const struct tier__ext *x, struct tier__dstate *s)
@@ -888,6 +937,8 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 	if (x->type == TIER_REQ_READ && x->req && !x->nocache && !s->all_valid &&
 	    (o->flags & (TIER__OF_FILLING | TIER__OF_PROMOTING)))
 		s->fill_brings = tier__fill_brings(e, o, x->off, x->len);
+	if (x->type == TIER_REQ_WRITE && x->req && !x->nocache && !s->all_valid)
+		s->fill_admitted = write_fill_admitted(e, o, x);
 	if (cache_hint)
 		s->full_less_own = tier__full_ratio_less(e, x->resv, x->resv_obj);
 	else
@@ -1001,6 +1052,8 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		if (x->type == TIER_REQ_READ) {
 			if (d.fill == TIER__FILL_GO)   /* extent mode: its extents fill from it */
 				tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
+			else if (d.fill == TIER__FILL_BEHIND_COPY)
+				fill_behind_copy(e, o, x);
 			start_read(e, o, x, d.route);
 			return true;
 		}

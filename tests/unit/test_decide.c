@@ -423,8 +423,16 @@ static void test_route_sweep(void **state)
 			assert_true(r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS ||
 				    (r == TIER__R_PROXY && st == A && d.fill == TIER__FILL_GO &&
 				     p.promote_granularity == TIER_GRAN_EXTENT && s.bitmaps &&
-				     !(flag_sets[fi] & TIER__OF_STALE)));
+				     !(flag_sets[fi] & TIER__OF_STALE)) ||
+				    (r == TIER__R_PROXY && st == A && d.fill == TIER__FILL_BEHIND_COPY &&
+				     p.promote_granularity == TIER_GRAN_EXTENT && s.bitmaps &&
+				     (flag_sets[fi] & TIER__OF_PROMOTING) &&
+				     !(flag_sets[fi] & (TIER__OF_STALE | TIER__OF_FQUEUED))));
 		}
+		/* a fill behind the copy being made: only with room (it evicts nothing) */
+		if (d.fill == TIER__FILL_BEHIND_COPY)
+			assert_true(p.admit_when_room && s.offered &&
+				    s.full < p.cache_target_full_ratio - 0.02);
 		if (r == TIER__R_PROXY_THEN_PROMOTE && types[ti] == R)
 			assert_true(p.promote_granularity != TIER_GRAN_EXTENT || !s.bitmaps);
 		if (d.fill == TIER__FILL_GO) {

@@ -1101,6 +1101,106 @@ static void test_read_waits_for_small_fill_bringing_it(void **state)
 	env_free(v);
 }
 
+/*
+ * A write of an extent that a fill admitted before it brings counts as a
+ * write hit (an LRU of blocks, with no time, has the block since the read
+ * that missed), where it counted as a miss of new extents.  Object 3's
+ * copy holds extent 0 (base reads take 10 ms).  A read of extent 5 misses
+ * and its read fill adds it; a read of extent 9 right behind misses too,
+ * and its fill hint queues behind that running fill; a write of extent 9
+ * goes into the copy ahead of the hint, which then has nothing to do.
+ */
+static void test_write_of_extent_being_filled_hits(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	uint8_t *model = calloc(1, ISZ), b1[EXT], b2[EXT], wb[EXT];
+	struct sreq r1, r2, w1;
+	uint64_t off = 3 * OS + 9 * EXT;
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;                 /* the defaults: a window is the read's extent */
+	p.fill_locality_pct = 25;
+	struct env *v = env_new_vt(&p, &bm, NULL, true);
+	base_content(v, &p, model, 4);
+	env_check(v, model, 3 * OS, EXT);        /* a read fill: the copy holds extent 0 */
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_bytes, EXT);
+	struct tier_stats s0 = env_stats(v);
+	memset(&r1, 0, sizeof(r1));
+	memset(&r2, 0, sizeof(r2));
+	memset(&w1, 0, sizeof(w1));
+	memset(wb, 0x5a, sizeof(wb));
+	submit(v, &r1, TIER_REQ_READ, 3 * OS + 5 * EXT, EXT, b1);
+	submit(v, &r2, TIER_REQ_READ, off, EXT, b2);
+	submit(v, &w1, TIER_REQ_WRITE, off, EXT, wb);
+	env_pump(v);
+	assert_int_equal(r1.done + r2.done + w1.done, 3);
+	assert_int_equal(r1.result, 0);
+	assert_int_equal(r2.result, 0);
+	assert_int_equal(w1.result, 0);
+	assert_memory_equal(b1, model + 3 * OS + 5 * EXT, EXT);
+	assert_memory_equal(b2, model + off, EXT);   /* the read went out first */
+	memcpy(model + off, wb, EXT);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.read_misses - s0.read_misses, 2);
+	assert_int_equal(s.write_misses - s0.write_misses, 0);
+	assert_int_equal(s.write_hits - s0.write_hits, 1);
+	assert_int_equal(s.cached_bytes, 3 * EXT);
+	env_check(v, model, off, EXT);               /* the write's bytes, from the copy */
+	assert_int_equal(env_stats(v).read_hits, s.read_hits + 1);
+	free(model);
+	env_free(v);
+}
+
+/*
+ * A read of another extent of an object whose first copy a read fill is
+ * making goes to base at once, and a fill of its extent waits for the copy
+ * and adds it, so that its next read hits (it used to be "miss not
+ * admitted": proxied, never cached; readmostly@25% missed 3 more than an
+ * LRU of blocks).  Object 3 is ABSENT: reads of its extents 5 and 9 go out
+ * together (base reads take 10 ms).
+ */
+static void test_read_beside_copy_being_made_filled_after(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	uint8_t *model = calloc(1, ISZ), b1[EXT], b2[EXT];
+	struct sreq r1, r2;
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;                 /* the defaults: a window is the read's extent */
+	p.fill_locality_pct = 25;
+	p.admit_when_room = 1;                   /* the default: the cache has room */
+	struct env *v = env_new_vt(&p, &bm, NULL, true);
+	base_content(v, &p, model, 4);
+	struct tier_stats s0 = env_stats(v);
+	uint64_t r0 = base_reads(v);
+	memset(&r1, 0, sizeof(r1));
+	memset(&r2, 0, sizeof(r2));
+	submit(v, &r1, TIER_REQ_READ, 3 * OS + 5 * EXT, EXT, b1);
+	submit(v, &r2, TIER_REQ_READ, 3 * OS + 9 * EXT, EXT, b2);
+	env_pump(v);
+	assert_int_equal(r1.done + r2.done, 2);
+	assert_int_equal(r1.result, 0);
+	assert_int_equal(r2.result, 0);
+	assert_memory_equal(b1, model + 3 * OS + 5 * EXT, EXT);
+	assert_memory_equal(b2, model + 3 * OS + 9 * EXT, EXT);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(s.read_misses - s0.read_misses, 2);
+	assert_int_equal(base_reads(v) - r0, 3);      /* both reads, and the fill's */
+	assert_int_equal(s.cached_bytes, 2 * EXT);
+	env_check(v, model, 3 * OS + 9 * EXT, EXT);
+	s0 = s;
+	s = env_stats(v);
+	assert_int_equal(s.read_hits - s0.read_hits, 1);
+	assert_int_equal(base_reads(v) - r0, 3);
+	free(model);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1122,6 +1222,8 @@ int main(void)
 		cmocka_unit_test(test_fill_goes_where_locality_is),
 		cmocka_unit_test(test_read_miss_beside_running_fill_cached),
 		cmocka_unit_test(test_read_waits_for_small_fill_bringing_it),
+		cmocka_unit_test(test_write_of_extent_being_filled_hits),
+		cmocka_unit_test(test_read_beside_copy_being_made_filled_after),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
