@@ -8,7 +8,8 @@
 # before it on the scan (hotscan: fewer misses, less base time), on zipf1.1
 # the default misses no more than evict_extents = 0, `--policy
 # default` is exactly the tierd preset, and the MSR and blkparse readers
-# replay small inline traces.  SIM = the tier-sim binary.
+# replay small inline traces; SUITE_ARGS reaches every run and
+# deploy/sim-compare.py compares two runs.  SIM = the tier-sim binary.
 set -euo pipefail
 SIM=${SIM:?SIM=path/to/tier-sim}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -80,4 +81,30 @@ printf '%s\n' "  8,0 3 1 0.000000000 697 Q W 223490 + 8 [kjournald]" \
 printf '%s\n' "  8,0 3 1 0.000000000 697 Q W 223490 + 8 [kjournald]" "oops" >"$T/bad.txt"
 if "$SIM" --trace "$T/bad.txt" --policy default 2>"$T/err"; then fail "bad trace accepted"; fi
 grep -q "line 2: not a blkparse event line" "$T/err" || fail "bad trace error: $(cat "$T/err")"
+
+# SUITE_ARGS reaches every run (another seed: another sequence), and
+# sim-compare.py compares two runs case by case (a run against itself: no
+# difference; against another seed: the counts it prints are the CSVs')
+SUITE_OPS=20000 SUITE_CACHES=10 SUITE_WORKLOADS="zipf1.1" SUITE_POLICIES="default" \
+SUITE_ARGS="--seed 2" "$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/seed2" >/dev/null ||
+	fail "sim-suite.sh with SUITE_ARGS failed"
+grep -q -- "--seed 2" "$T/seed2/jobs.txt" || fail "SUITE_ARGS not passed to tier-sim"
+python3 "$HERE/../../deploy/sim-compare.py" "$T/suite" "$T/suite" >"$T/same.txt" || fail "sim-compare.py"
+grep -q "^| zipf1.1@10% | .* | +0 |$" "$T/same.txt" || fail "a run against itself differs"
+grep -q "^B/A miss: gmean 1.0000" "$T/same.txt" || fail "a run against itself: miss ratio"
+python3 "$HERE/../../deploy/sim-compare.py" "$T/suite" "$T/seed2" >"$T/seed.txt" || fail "sim-compare.py seeds"
+cat "$T/seed.txt"
+python3 - "$T/suite" "$T/seed2" "$T/seed.txt" <<'PY' || fail "sim-compare check"
+import csv, glob, sys
+def miss(d):
+    for p in glob.glob(d + "/zipf1.1-10.csv"):
+        for r in csv.DictReader(open(p)):
+            if r["policy"] == "default":
+                return round(float(r["miss"]) * float(r["ops"]))
+a, b = miss(sys.argv[1]), miss(sys.argv[2])
+assert a != b, "seed 2 gave the same sequence"
+row = [l for l in open(sys.argv[3]) if l.startswith("| zipf1.1@10% |")][0].split("|")
+assert int(row[4].strip("* ")) == a and int(row[5].strip("* ")) == b, (row, a, b)
+assert int(row[6]) == b - a, row
+PY
 echo "sim suite: ok"
