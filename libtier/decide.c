@@ -349,9 +349,12 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
 /*
  * Writes, trims and zeroes.  They wait behind a promotion or an eviction.
  * A write counts as a hit when the copy holds what it overwrites: a cached
- * object, and in extent mode every extent of the piece (a write of new
- * extents into a cached copy is a miss that reads nothing from base, as a
- * write miss admitted in extent mode).
+ * object, and in extent mode every extent of the piece, or every one it
+ * lacks on its way in (a fill in flight or a fill hint queued, admitted
+ * for an earlier read: an LRU of blocks, with no time, holds them since
+ * that read; the write goes into the copy ahead of the fill either way).
+ * A write of other new extents into a cached copy is a miss that reads
+ * nothing from base, as a write miss admitted in extent mode.
  * Over target in extent mode, a write touching only extents the copy lacks
  * goes to base (base is authoritative for those).  A cached copy takes the
  * write once shared ops are done (an overwrite of extents it holds need not
