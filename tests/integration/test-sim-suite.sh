@@ -8,8 +8,10 @@
 # before it on the scan (hotscan: fewer misses, less base time), on zipf1.1
 # the default misses no more than evict_extents = 0, `--policy
 # default` is exactly the tierd preset, and the MSR and blkparse readers
-# replay small inline traces; SUITE_ARGS reaches every run and
-# deploy/sim-compare.py compares two runs.  SIM = the tier-sim binary.
+# replay small inline traces; SUITE_ARGS reaches every run,
+# deploy/sim-compare.py compares two runs, and the trace tools
+# (sim-trace-lru.py, sim-clock-model.py) count a debug trace's misses as
+# tier-sim does.  SIM = the tier-sim binary.
 set -euo pipefail
 SIM=${SIM:?SIM=path/to/tier-sim}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -106,5 +108,29 @@ assert a != b, "seed 2 gave the same sequence"
 row = [l for l in open(sys.argv[3]) if l.startswith("| zipf1.1@10% |")][0].split("|")
 assert int(row[4].strip("* ")) == a and int(row[5].strip("* ")) == b, (row, a, b)
 assert int(row[6]) == b - a, row
+PY
+
+# the trace tools: sim-trace-lru.py counts the engine's misses of a debug
+# trace as tier-sim's CSV does, and its LRU as sim-clock-model.py's "lru"
+"$SIM" --dist zipf:1.1 --rw randrw:30 --bs 4k --size 1G --cache 53687091 --qd 16 --ops 20000 \
+	--warmup 2000 --policy default --csv "$T/trace.csv" -v -v 2>"$T/trace" >/dev/null ||
+	fail "tier-sim -v -v"
+python3 "$HERE/../../deploy/sim-trace-lru.py" "$T/trace" 53687091 --warmup 2000 >"$T/tl.txt" ||
+	fail "sim-trace-lru.py"
+python3 "$HERE/../../deploy/sim-clock-model.py" "$T/trace" 53687091 lru probation clock \
+	ages:2,0 ghost learned:0.03 spike:0.001,0.00002,1.5 --warmup 2000 >"$T/cm.txt" ||
+	fail "sim-clock-model.py"
+cat "$T/tl.txt" "$T/cm.txt"
+python3 - "$T/trace.csv" "$T/tl.txt" "$T/cm.txt" <<'PY' || fail "trace tools check"
+import csv, re, sys
+r = next(csv.DictReader(open(sys.argv[1])))
+miss = round(float(r["miss"]) * float(r["ops"]))
+lru = round(float(r["lru_miss_block"]) * float(r["ops"]))
+m = re.search(r"engine misses (\d+), LRU misses (\d+)", open(sys.argv[2]).read())
+assert m and int(m.group(1)) == miss, (m and m.groups(), miss)
+assert abs(int(m.group(2)) - lru) <= lru // 100, (m.groups(), lru)   # trace order vs arrival
+cm = dict(l.split(": ") for l in open(sys.argv[3]).read().splitlines())
+assert int(cm["lru"].split()[0]) == int(m.group(2)), (cm, m.groups())
+assert len(cm) == 7 and all(int(v.split()[0]) > 0 for v in cm.values()), cm
 PY
 echo "sim suite: ok"

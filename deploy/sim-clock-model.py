@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""deploy/sim-clock-model.py - a clock over extents, as a model, on a trace.
+
+    sim-clock-model.py TRACE CACHE_BYTES VARIANT...   [--objects N] [--warmup N]
+
+The request sequence of a tier-sim debug trace (-v -v; see
+sim-trace-lru.py) through a model of the engine's eviction in extent mode
+(evict_extents = 2): blocks of 4 KiB grouped by object, a hand walking the
+objects in order and, at each, clearing the reference bit of every block
+hit since its last pass and dropping the others, as far as the usable size
+(CACHE_BYTES x 0.8) needs; every miss admitted, no timing, no dirty
+blocks.  It prints the misses after the warm-up for each VARIANT:
+
+  probation     new blocks enter unreferenced (the engine's rule)
+  clock         new blocks enter referenced (a plain CLOCK)
+  ages:K,A      a block goes after K passes unreferenced; new ones start at A
+  ghost         a block missed again within a revolution of its drop
+                enters referenced (2Q's ghost queue)
+  learned:S     new blocks enter referenced when the hand reaches their
+                object within a share w of a revolution; a miss on a block
+                dropped within the last revolution raises w by S if it was
+                never hit while cached, lowers it if it was, each weighted
+                by the other kind's drops (ARC's rule)
+  spike:S,L,T   new blocks enter referenced while the miss rate averaged
+                with weight S is over T times the one with weight L
+  lru           an LRU of blocks (tier-sim's reference)
+
+(docs/BENCHMARKS.md, "What is left on shift, log and vms".)
+"""
+import argparse
+import collections
+import re
+
+LINE = re.compile(r"^tier-sim: \[engine\] (?:read|write) \S+\.([0-9a-f]+) \+(\d+) len \d+: ([a-z-]+)")
+
+
+def run(seq, cap, nobj, warm, variant):
+    name, _, arg = variant.partition(":")
+    args = [float(x) for x in arg.split(",")] if arg else []
+    if name == "lru":
+        lru = collections.OrderedDict()
+        miss = 0
+        for i, b in enumerate(seq):
+            if b in lru:
+                lru.move_to_end(b)
+                continue
+            miss += i >= warm
+            lru[b] = True
+            if len(lru) > cap:
+                lru.popitem(last=False)
+        return miss
+    K, A = (int(args[0]), int(args[1])) if name == "ages" else (1, 0)
+    objs = collections.defaultdict(dict)   # object -> {block: [age, referenced, hit]}
+    ghosts = {}                            # block -> (hand steps at the drop, was hit)
+    n = hand = steps = miss = 0
+    w, drops = 0.0, [1.0, 1.0]
+    fast = slow = 0.15
+    for i, (o, b) in enumerate(seq):
+        d = objs[o]
+        x = d.get(b)
+        if name == "spike":
+            fast += ((x is None) - fast) * args[0]
+            slow += ((x is None) - slow) * args[1]
+        if x is not None:
+            x[1] = x[2] = 1
+            continue
+        miss += i >= warm
+        ref = name == "clock"
+        g = ghosts.pop((o, b), None)
+        if g and steps - g[0] <= nobj:
+            if name == "ghost":
+                ref = True
+            elif name == "learned":
+                new = not g[1]
+                k = drops[0] / drops[1] if new else drops[1] / drops[0]
+                w = min(1.0, max(0.0, w + (1 if new else -1) * args[0] * max(1.0, k)))
+        if name == "learned":
+            ref = (o - hand) % nobj < w * nobj
+        elif name == "spike":
+            ref = i > 2000 and fast > args[2] * slow
+        d[b] = [A, 1 if ref else 0, 0]
+        n += 1
+        while n > cap:
+            hand = (hand + 1) % nobj
+            steps += 1
+            if hand == 0:
+                drops = [max(1.0, drops[0] / 2), max(1.0, drops[1] / 2)]
+            dd = objs.get(hand)
+            if not dd:
+                continue
+            for bb in list(dd):
+                e = dd[bb]
+                if e[1]:
+                    e[0], e[1] = 0, 0
+                    continue
+                e[0] += 1
+                if e[0] >= K:
+                    del dd[bb]
+                    n -= 1
+                    if name in ("ghost", "learned"):
+                        ghosts[(hand, bb)] = (steps, e[2])
+                        drops[0 if e[2] else 1] += 1
+    return miss
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("cache_bytes", type=int)
+    ap.add_argument("variant", nargs="+")
+    ap.add_argument("--objects", type=int, default=256)
+    ap.add_argument("--warmup", type=int, default=20000)
+    a = ap.parse_args()
+    seq = []
+    for line in open(a.trace, errors="replace"):
+        m = LINE.match(line)
+        if m and m.group(3) != "wait":
+            seq.append((int(m.group(1), 16) % a.objects, int(m.group(2)) >> 12))
+    cap = int(a.cache_bytes * 0.8 / 4096)
+    for v in a.variant:
+        print("%s: %d misses" % (v, run(seq, cap, a.objects, a.warmup, v)))
+
+
+if __name__ == "__main__":
+    main()
