@@ -276,6 +276,8 @@ static size_t run_hand(struct tier_engine *e, const struct want_arg *order, uint
 		case TIER__EVH_AGAIN:
 			tier__evict_again(e, o);
 			break;
+		case TIER__EVH_PASS:
+			break;   /* all dirty: its bits stay */
 		default:
 			if (tier__evict_start(e, img, o) == 0)
 				started++;
@@ -286,7 +288,8 @@ static size_t run_hand(struct tier_engine *e, const struct want_arg *order, uint
 
 /*
  * Take the victims the order hands out: whole, partly (their unreferenced
- * clean extents) or not at all this time (a second chance), as
+ * clean extents) or not at all this time (a second chance, or a pass for a
+ * copy with no clean extent while the agent flushes), as
  * tier__decide_evict_how says (evict_ext.c).  Second chances start
  * nothing: ask again, a few rounds at most, so that a batch of them does
  * not leave the cache over target until the next tick; over 100% there
@@ -328,6 +331,8 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 				tier__evict_again(e, o);
 				again++;
 				break;
+			case TIER__EVH_PASS:
+				break;   /* all dirty: its bits stay */
 			default:
 				tier__evict_start(e, img, o);
 			}

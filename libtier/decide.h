@@ -164,15 +164,17 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
  * Extent-aware eviction (extent mode, evict_extents): how the agent takes a
  * victim the eviction order or the clock hand picked.  n_ref: its valid
  * extents read or written since the agent last looked at it; n_drop: its
- * clean valid extents not among them.
+ * clean valid extents not among them; n_clean: its clean valid extents.
+ * PASS: leave it as it is (nothing cleared, the order not told).
  */
-enum tier__evict_how { TIER__EVH_WHOLE = 0, TIER__EVH_PARTIAL, TIER__EVH_AGAIN };
+enum tier__evict_how { TIER__EVH_WHOLE = 0, TIER__EVH_PARTIAL, TIER__EVH_AGAIN, TIER__EVH_PASS };
 struct tier__evict_view {
 	bool extents;          /* the copy has bitmaps (extent mode) */
 	bool drain;            /* an admin evict: everything goes */
 	bool objects_bind;     /* target_max_objects gives the full ratio: only objects free room */
 	bool now;              /* over 100%, the order's victim: no second chance */
-	uint64_t n_ref, n_drop;
+	bool flushing;         /* the agent flushes (flush mode low or high) */
+	uint64_t n_ref, n_drop, n_clean;
 };
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 					    const struct tier__evict_view *v);

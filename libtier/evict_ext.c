@@ -13,9 +13,10 @@
  * When the eviction order or the clock hand (agent.c) gives the agent a
  * victim, tier__decide_evict_how says what to do with it: the whole object
  * (nothing referenced since the agent last looked), a partial eviction
- * (drop its clean unreferenced extents, keep the rest) or a second chance
- * (nothing it could drop); the last two clear its bits and tell the order
- * it was used.
+ * (drop its clean unreferenced extents, keep the rest), a second chance
+ * (nothing it could drop) or nothing at all (no clean extent: its bits
+ * stay); partial evictions and second chances clear its bits and tell the
+ * order it was used.
  *
  * A partial eviction, in this order (docs/DURABILITY.md, "Each write
  * path", the partial eviction's row):
@@ -62,12 +63,15 @@ void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t of
 		r[i / 64] |= v[i / 64] & (1ull << (i % 64));
 }
 
-/* Extents to drop: clean, valid and unreferenced (NULL: just count); *n_ref: referenced valid. */
+/*
+ * Extents to drop: clean, valid and unreferenced (NULL: just count); *n_ref:
+ * referenced valid; *n_clean (if not NULL): clean valid.
+ */
 static uint64_t plan(const struct tier_engine *e, const struct tier__obj *o, uint64_t *drop,
-		     uint64_t *n_ref)
+		     uint64_t *n_ref, uint64_t *n_clean)
 {
 	const uint64_t *v = tier__obj_bits(o), *d = v + e->nwords, *r = v + 2 * e->nwords;
-	uint64_t n = 0, nr = 0;
+	uint64_t n = 0, nr = 0, nc = 0;
 
 	for (size_t w = 0; w < e->nwords; w++) {
 		uint64_t x = v[w] & ~d[w] & ~r[w];   /* clean, valid, unreferenced */
@@ -76,8 +80,11 @@ static uint64_t plan(const struct tier_engine *e, const struct tier__obj *o, uin
 			drop[w] = x;
 		n += (uint64_t)__builtin_popcountll(x);
 		nr += (uint64_t)__builtin_popcountll(v[w] & r[w]);
+		nc += (uint64_t)__builtin_popcountll(v[w] & ~d[w]);
 	}
 	*n_ref = nr;
+	if (n_clean)
+		*n_clean = nc;
 	return n;
 }
 
@@ -85,11 +92,12 @@ int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain
 {
 	struct tier__evict_view v = { .extents = ref_bits(e, o) &&
 					 e->p.promote_granularity == TIER_GRAN_EXTENT,
-				      .drain = drain, .now = now };
+				      .drain = drain, .now = now,
+				      .flushing = e->flush_mode != TIER_FLUSH_IDLE };
 
 	if (v.extents && e->p.evict_extents) {
 		v.objects_bind = tier__full_by_objects(e);
-		v.n_drop = plan(e, o, NULL, &v.n_ref);
+		v.n_drop = plan(e, o, NULL, &v.n_ref, &v.n_clean);
 	}
 	return tier__decide_evict_how(&e->p, &v);
 }
@@ -231,7 +239,7 @@ int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, str
 	}
 	drop = j->snap;
 	nv = j->snap + e->nwords;
-	if (!plan(e, o, drop, &n_ref) || !n_ref) {
+	if (!plan(e, o, drop, &n_ref, NULL) || !n_ref) {
 		tier__job_free(j);
 		return -EAGAIN;   /* nothing to drop, or nothing to keep */
 	}

@@ -703,7 +703,7 @@ static void test_agent_choice(void **state)
 static void test_evict_how(void **state)
 {
 	struct tier_params p;
-	struct tier__evict_view v = { .extents = true, .n_ref = 3, .n_drop = 5 };
+	struct tier__evict_view v = { .extents = true, .n_ref = 3, .n_drop = 5, .n_clean = 8 };
 
 	(void)state;
 	tier_params_default(&p);
@@ -711,6 +711,15 @@ static void test_evict_how(void **state)
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_PARTIAL);
 	v.n_drop = 0;                           /* every valid extent referenced */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
+	v.n_clean = 0;                          /* no clean extent: the flush idle, as before */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
+	v.flushing = true;                      /* the flushes will clean it: left as it is */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_PASS);
+	v.now = true;                           /* over 100%: the order's victim goes whole */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
+	v.now = false;
+	v.flushing = false;
+	v.n_clean = 8;
 	v.n_drop = 5;
 	v.n_ref = 0;                            /* nothing referenced since the last look */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);

@@ -1113,6 +1113,69 @@ static void test_hand_visits_key_zero(void **state)
 	env_free(v);
 }
 
+/*
+ * A copy with no clean extent, some of it written again (referenced),
+ * over target ("some"): while the agent flushes (the dirty ratio is over
+ * its targets; the copy is too young for a flush to take it), the hand
+ * passes it as it is, look after look: no second chance, and so no whole
+ * eviction of its hot extents with the rest a look later (which the
+ * second chance led to).  With the flush idle (dirty ratios 1.0) nothing
+ * else would clean it: a second chance, then flushed and evicted whole.
+ */
+static void all_dirty_looks(bool flushing)
+{
+	struct tier_params p = agent_params();
+	struct env *v;
+	struct tier_stats s;
+	uint8_t *b = malloc(OS), *want = malloc(OS);
+
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_objects = 0;
+	p.target_max_bytes = 64 * OS;
+	p.cache_min_evict_age = 0;               /* cache_min_flush_age: an hour */
+	if (!flushing) {
+		p.cache_target_dirty_ratio = 1.0;
+		p.cache_target_dirty_high_ratio = 1.0;
+	}
+	v = env_new(&p);
+	assert_int_equal(env_write(v, 0, OS, 1), 0);
+	assert_int_equal(env_write(v, 0, 4 * XS, 2), 0);   /* hits: extents 0-3 referenced */
+	assert_int_equal(env_stats(v).write_hits, 1);
+	p.target_max_bytes = OS * 100 / 90;      /* full (and dirty) ratio 0.9 */
+	env_set_params(v, &p);
+	for (int i = 0; i < 4; i++) {
+		tier_engine_tick(v->e);
+		env_pump(v);
+	}
+	s = env_stats(v);
+	if (flushing) {
+		assert_int_equal(s.flush_mode, TIER_FLUSH_HIGH);
+		assert_int_equal(s.evict_again, 0);
+		assert_int_equal(s.evictions, 0);
+		assert_int_equal(s.flushes, 0);
+		assert_int_equal(s.dirty_objects, 1);
+		assert_int_equal(s.cached_bytes, OS);
+	} else {
+		assert_int_equal(s.evict_again, 1);
+		assert_int_equal(s.evictions, 1);    /* flushed, then evicted whole */
+		assert_int_equal(s.cached_objects, 0);
+	}
+	fill(want, OS, 1);
+	fill(want, 4 * XS, 2);
+	assert_int_equal(env_io(v, TIER_REQ_READ, 0, OS, b, 0), 0);
+	assert_memory_equal(b, want, OS);
+	free(b);
+	free(want);
+	env_free(v);
+}
+
+static void test_hand_passes_all_dirty_copy_while_flushing(void **state)
+{
+	(void)state;
+	all_dirty_looks(true);
+	all_dirty_looks(false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1139,6 +1202,7 @@ int main(void)
 		cmocka_unit_test(test_over_full_no_second_chance_delay),
 		cmocka_unit_test(test_hand_visits_not_counted_as_skips),
 		cmocka_unit_test(test_hand_visits_key_zero),
+		cmocka_unit_test(test_hand_passes_all_dirty_copy_while_flushing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
