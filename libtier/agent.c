@@ -5,9 +5,13 @@
  * from decide.c, asks the eviction policy for the coldest objects, keeps
  * those decide.c says are worth flushing or evicting (tier__decide_flush /
  * _evict: state, image, busy, hot, age), counts why it passed over the
- * others, and starts the jobs.  It keeps the list of hot objects (written
- * during their last flush) that it leaves alone for a while.  It only
- * starts jobs; it must never block or touch the store.
+ * others, and starts the jobs.  With the clock on (extent mode,
+ * evict_extents = 2) two hands walk the object map besides: the evict
+ * hand (partial evictions) and the flush hand, which flushes the cold
+ * dirty extents of objects the order would have flushed whole with their
+ * hot ones (tier__decide_flush_how).  It keeps the list of hot objects
+ * (written during their last flush) that it leaves alone for a while.  It
+ * only starts jobs; it must never block or touch the store.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include "libtier/engine_int.h"
 
 #define AGENT_BATCH 64
+#define HAND_MAX 4096u   /* objects a hand looks at per run at most */
 
 double tier__dirty_ratio(const struct tier_engine *e)
 {
@@ -219,10 +224,62 @@ static size_t slice(uint64_t budget, uint64_t in_flight)
 	return (size_t)(left < AGENT_BATCH ? left : AGENT_BATCH);
 }
 
+/*
+ * The flush hand (the clock on, tier__decide_flush_how): it walks the
+ * object map in slab order while flush jobs may start, once round per
+ * run, or twice if the first round started nothing (as a CLOCK's hand
+ * goes on until it finds a victim: every dirty extent was hot, now none
+ * is).  A DIRTY object the agent may flush loses its dirty extents not
+ * referenced since the last look to base (a cold flush) or, with none,
+ * the reference bits of its dirty extents (they go at the next visit
+ * unless written again).  Returns the jobs it started.
+ */
+static size_t run_flush_hand(struct tier_engine *e, const struct want_arg *order,
+			     uint64_t budget)
+{
+	struct want_arg a = *order;
+	uint32_t n = e->slab_used;
+	size_t started = 0;
+
+	a.quiet = true;
+	for (uint32_t k = 0; k < 2 * n && k < HAND_MAX && e->agent_flushing < budget; k++) {
+		struct tier__obj *o;
+		struct tier_image *img;
+
+		if (k == n && started)
+			break;
+		e->flush_hand = e->flush_hand % n + 1;
+		o = tier__obj_at(e, e->flush_hand);
+		if (!o || o->state != TIER__DIRTY || !want_flush(&a, o->key))
+			continue;
+		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
+		if (!img)
+			continue;
+		switch (tier__flush_how(e, o, true)) {
+		case TIER__FLH_AGE:
+			tier__flush_age(e, o);
+			break;
+		case TIER__FLH_COLD:
+			if (tier__flush_start_cold(e, img, o) == 0)
+				started++;
+			break;
+		default:
+			if (tier__flush_start(e, img, o) == 0)
+				started++;
+		}
+	}
+	return started;
+}
+
+/*
+ * The order's coldest DIRTY objects, flushed whole; those with hot dirty
+ * extents (tier__decide_flush_how: HAND) are left to the flush hand,
+ * which then takes the rest of this run's budget.
+ */
 static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 {
 	uint64_t budget = flush_budget(e), keys[AGENT_BATCH];
-	size_t n, started = 0;
+	size_t n, started = 0, to_hand = 0;
 
 	if (e->agent_flushing >= budget || !e->n_dirty)
 		return 0;
@@ -232,10 +289,16 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 		struct tier_image *img;
 		if (!o)
 			continue;
+		if (tier__flush_how(e, o, false) == TIER__FLH_HAND) {
+			to_hand++;
+			continue;
+		}
 		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
 		if (img && tier__flush_start(e, img, o) == 0)
 			started++;
 	}
+	if (to_hand && e->agent_flushing < budget)
+		started += run_flush_hand(e, a, budget);
 	return started + n;
 }
 
@@ -249,7 +312,6 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
  * touched somewhere (and so never at the order's cold end) go too, as they
  * would from an LRU of blocks.  Returns the jobs it started.
  */
-#define HAND_MAX 4096u   /* objects the hand looks at per run at most */
 static size_t run_hand(struct tier_engine *e, const struct want_arg *order, uint64_t budget)
 {
 	struct want_arg a = *order;

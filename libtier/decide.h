@@ -180,6 +180,24 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 					    const struct tier__evict_view *v);
 
 /*
+ * Which dirty extents the agent flushes of an object the order offered
+ * (hand false) or the flush hand visits (hand true), with the clock on
+ * (extent mode, evict_extents = 2): WHOLE every dirty extent, COLD only
+ * those not referenced since the last look, HAND leave it to the flush
+ * hand, AGE clear its dirty extents' reference bits and go on.  n_dirty_ref
+ * / n_dirty_cold: its dirty extents referenced / not since the last look.
+ */
+enum tier__flush_how { TIER__FLH_WHOLE = 0, TIER__FLH_COLD, TIER__FLH_HAND, TIER__FLH_AGE };
+struct tier__flush_view {
+	bool extents;          /* the copy has reference bits (extent mode) */
+	bool drain;            /* an admin flush or evict, or cache_mode none: everything goes */
+	bool hand;             /* the flush hand's visit, not the order's offer */
+	uint64_t n_dirty_ref, n_dirty_cold;
+};
+enum tier__flush_how tier__decide_flush_how(const struct tier_params *p,
+					    const struct tier__flush_view *v);
+
+/*
  * The agent's modes from the ratios, with hysteresis against the current
  * ones: flush idle/low/high from the dirty ratio, evict idle/some/full from
  * the full ratio, and the evict effort in percent.  cache_mode none drains.

@@ -153,6 +153,7 @@ struct tier__job {
 					   rebuild: the decoded valid, then dirty bitmaps;
 					   fill: extents read from base, to write, new valid */
 	bool redirtied;                 /* flush: a cache write started during it */
+	bool cold;                      /* flush: only dirty extents not referenced (evict_ext.c) */
 	bool rf_create;                 /* read fill of an ABSENT object: a new copy (PROMOTING) */
 	uint64_t t_start_ms;
 	struct tier__job *fnext;        /* flush/sync: the engine's list of those in flight */
@@ -206,6 +207,7 @@ struct tier_engine {
 	size_t nwords;
 	bool refbits;                   /* entries carry reference bits (extent mode at create) */
 	uint32_t evict_hand;            /* evict_extents = 2: the clock hand, a slab index + 1 */
+	uint32_t flush_hand;            /* evict_extents = 2: the flush hand, the same */
 	size_t meta_cap;                /* encoded meta size (extent mode) */
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
@@ -478,6 +480,8 @@ void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct ti
 
 /* flush.c */
 int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
+/* The same, of the dirty extents not referenced when it snapshots (all if none): TIER__FLH_COLD. */
+int tier__flush_start_cold(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 void tier__sync_start(struct tier_engine *e, struct tier_image *img, struct tier_request *req);
 void tier__sync_background(struct tier_engine *e);
@@ -502,6 +506,13 @@ void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t of
 int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain, bool now);
 int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 void tier__evict_again(struct tier_engine *e, struct tier__obj *o);
+/* What the agent flushes of o (tier__decide_flush_how); hand: the flush hand's visit. */
+int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand);
+/* TIER__FLH_AGE: clear the reference bits of o's dirty extents. */
+void tier__flush_age(struct tier_engine *e, struct tier__obj *o);
+/* A cold flush's snapshot: drop the referenced extents from dirty[], unless none would be left. */
+void tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,
+			       uint64_t *dirty);
 
 /* agent.c */
 void tier__agent_run(struct tier_engine *e);

@@ -8,9 +8,13 @@
  * tells the flush which extents it re-dirties: in extent mode the flush then
  * clears only the extents it wrote to base and nobody wrote again (a partial
  * flush, the object stays DIRTY with the rest), in object mode nothing; in
- * both the agent leaves the object alone for a while.  These jobs must never
- * mark an extent clean unless base holds exactly the data the cache holds
- * for it at the guarded version, and never remove a copy whose version moved.
+ * both the agent leaves the object alone for a while.  A cold flush (the
+ * agent's flush hand, tier__decide_flush_how) snapshots only the dirty
+ * extents not referenced since the clock last looked: the same steps, of
+ * fewer extents; the rest stays DIRTY as after a partial flush.  These
+ * jobs must never mark an extent clean unless base holds exactly the data
+ * the cache holds for it at the guarded version, and never remove a copy
+ * whose version moved.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -161,6 +165,8 @@ static void flush_read(struct tier__job *j)
 	j->version = o->version;
 	if (tier__obj_bits(o)) {
 		memcpy(j->snap, tier__obj_bits(o) + e->nwords, e->nwords * 8);
+		if (j->cold && !(o->flags & TIER__OF_EVICT_AFTER_FLUSH))
+			tier__flush_cold_snapshot(e, o, j->snap);
 		n = read_runs(j, NULL);
 		if (!n)
 			reads = false;   /* nothing dirty: only the mark to clear */
@@ -472,7 +478,8 @@ void tier__flush_resume(struct tier_engine *e, struct tier__obj *o)
 	}
 }
 
-int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+static int flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
+		       bool cold)
 {
 	struct tier__job *j;
 
@@ -490,6 +497,7 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 			return -ENOMEM;
 		}
 	}
+	j->cold = cold;
 	o->flags |= TIER__OF_FLUSHING;
 	e->agent_flushing++;
 	j->t_start_ms = tier__eng_now_ms(e);
@@ -502,6 +510,16 @@ int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier
 	}
 	flush_begin(j);
 	return 0;
+}
+
+int tier__flush_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+{
+	return flush_start(e, img, o, false);
+}
+
+int tier__flush_start_cold(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
+{
+	return flush_start(e, img, o, true);
 }
 
 /* ---- evict ---- */

@@ -743,6 +743,36 @@ static void test_evict_how(void **state)
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
 }
 
+static void test_flush_how(void **state)
+{
+	struct tier_params p;
+	struct tier__flush_view v = { .extents = true, .n_dirty_ref = 4, .n_dirty_cold = 12 };
+
+	(void)state;
+	tier_params_default(&p);
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_HAND);  /* hot dirty extents */
+	v.n_dirty_ref = 0;                      /* nothing hot: the order's, whole */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
+	v.hand = true;                          /* the hand: its cold extents */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_COLD);
+	v.n_dirty_ref = 4;
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_COLD);
+	v.n_dirty_cold = 0;                     /* nothing cold: its bits cleared */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_AGE);
+	v.drain = true;                         /* an admin flush or evict, cache_mode none */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
+	v.drain = false;
+	v.hand = false;
+	v.extents = false;                      /* no reference bits */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
+	v.extents = true;
+	p.evict_extents = 1;                    /* no clock */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
+	p.evict_extents = 2;
+	p.promote_granularity = TIER_GRAN_OBJECT;
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
+}
+
 static void test_agent_modes(void **state)
 {
 	struct tier_params p;
@@ -958,6 +988,7 @@ int main(void)
 		cmocka_unit_test(test_fill_budget),
 		cmocka_unit_test(test_agent_choice),
 		cmocka_unit_test(test_agent_modes),
+		cmocka_unit_test(test_flush_how),
 		cmocka_unit_test(test_evict_how),
 		cmocka_unit_test(test_agent_budgets),
 		cmocka_unit_test(test_durability_choices),
