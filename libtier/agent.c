@@ -227,12 +227,11 @@ static size_t slice(uint64_t budget, uint64_t in_flight)
 /*
  * The flush hand (the clock on, tier__decide_flush_how): it walks the
  * object map in slab order while flush jobs may start, once round per
- * run, or twice if the first round started nothing (as a CLOCK's hand
- * goes on until it finds a victim: every dirty extent was hot, now none
- * is).  A DIRTY object the agent may flush loses its dirty extents not
- * referenced since the last look to base (a cold flush) or, with none,
- * the reference bits of its dirty extents (they go at the next visit
- * unless written again).  Returns the jobs it started.
+ * run.  A DIRTY object the agent may flush loses its dirty extents not
+ * referenced since the clock last looked to base (a cold flush); one with
+ * none is passed over.  If the round started nothing (every dirty extent
+ * hot), a second round flushes whole objects.  Returns the jobs it
+ * started.
  */
 static size_t run_flush_hand(struct tier_engine *e, const struct want_arg *order,
 			     uint64_t budget)
@@ -255,9 +254,8 @@ static size_t run_flush_hand(struct tier_engine *e, const struct want_arg *order
 		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
 		if (!img)
 			continue;
-		switch (tier__flush_how(e, o, true)) {
-		case TIER__FLH_AGE:
-			tier__flush_age(e, o);
+		switch (tier__flush_how(e, o, true, k >= n)) {
+		case TIER__FLH_PASS:
 			break;
 		case TIER__FLH_COLD:
 			if (tier__flush_start_cold(e, img, o) == 0)
@@ -289,7 +287,7 @@ static size_t run_flushes(struct tier_engine *e, struct want_arg *a)
 		struct tier_image *img;
 		if (!o)
 			continue;
-		if (tier__flush_how(e, o, false) == TIER__FLH_HAND) {
+		if (tier__flush_how(e, o, false, false) == TIER__FLH_HAND) {
 			to_hand++;
 			continue;
 		}

@@ -183,15 +183,16 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
  * Which dirty extents the agent flushes of an object the order offered
  * (hand false) or the flush hand visits (hand true), with the clock on
  * (extent mode, evict_extents = 2): WHOLE every dirty extent, COLD only
- * those not referenced since the last look, HAND leave it to the flush
- * hand, AGE clear its dirty extents' reference bits and go on.  n_dirty_ref
- * / n_dirty_cold: its dirty extents referenced / not since the last look.
+ * those not referenced since the clock last looked, HAND leave it to the
+ * flush hand, PASS nothing now.  n_dirty_ref / n_dirty_cold: its dirty
+ * extents referenced / not since the clock last looked.
  */
-enum tier__flush_how { TIER__FLH_WHOLE = 0, TIER__FLH_COLD, TIER__FLH_HAND, TIER__FLH_AGE };
+enum tier__flush_how { TIER__FLH_WHOLE = 0, TIER__FLH_COLD, TIER__FLH_HAND, TIER__FLH_PASS };
 struct tier__flush_view {
 	bool extents;          /* the copy has reference bits (extent mode) */
 	bool drain;            /* an admin flush or evict, or cache_mode none: everything goes */
 	bool hand;             /* the flush hand's visit, not the order's offer */
+	bool round2;           /* the hand's second round: its first this run started nothing */
 	uint64_t n_dirty_ref, n_dirty_cold;
 };
 enum tier__flush_how tier__decide_flush_how(const struct tier_params *p,

@@ -506,10 +506,11 @@ void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t of
 int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain, bool now);
 int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);
 void tier__evict_again(struct tier_engine *e, struct tier__obj *o);
-/* What the agent flushes of o (tier__decide_flush_how); hand: the flush hand's visit. */
-int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand);
-/* TIER__FLH_AGE: clear the reference bits of o's dirty extents. */
-void tier__flush_age(struct tier_engine *e, struct tier__obj *o);
+/*
+ * What the agent flushes of o (tier__decide_flush_how); hand: the flush
+ * hand's visit, round2: in its second round.
+ */
+int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand, bool round2);
 /* A cold flush's snapshot: drop the referenced extents from dirty[], unless none would be left. */
 void tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,
 			       uint64_t *dirty);

@@ -18,9 +18,9 @@
  * stay); partial evictions and second chances clear its bits and tell the
  * order it was used.  The same bits choose what the agent flushes of an
  * object with hot extents (tier__decide_flush_how): the flush hand takes
- * its dirty extents not referenced since the last look (a cold flush) or,
- * with none, clears their bits, so the flushes clean what the clock is
- * about to want dropped and leave the hot extents dirty.
+ * its dirty extents not referenced since the clock last looked (a cold
+ * flush), so the flushes clean what the clock is about to want dropped
+ * and leave the hot extents dirty; it reads the bits, never clears them.
  *
  * A partial eviction, in this order (docs/DURABILITY.md, "Each write
  * path", the partial eviction's row):
@@ -106,10 +106,10 @@ int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain
 	return tier__decide_evict_how(&e->p, &v);
 }
 
-int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand)
+int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand, bool round2)
 {
 	const uint64_t *v = tier__obj_bits(o), *r = ref_bits(e, o);
-	struct tier__flush_view fv = { .extents = r != NULL, .hand = hand,
+	struct tier__flush_view fv = { .extents = r != NULL, .hand = hand, .round2 = round2,
 				       .drain = e->drain_flush || e->drain_evict ||
 						e->p.cache_mode == TIER_MODE_NONE };
 
@@ -118,14 +118,6 @@ int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand)
 		fv.n_dirty_cold += (uint64_t)__builtin_popcountll(v[e->nwords + w] & ~r[w]);
 	}
 	return tier__decide_flush_how(&e->p, &fv);
-}
-
-void tier__flush_age(struct tier_engine *e, struct tier__obj *o)
-{
-	uint64_t *r = ref_bits(e, o);
-
-	for (size_t w = 0; r && w < e->nwords; w++)
-		r[w] &= ~tier__obj_bits(o)[e->nwords + w];   /* the dirty bitmap */
 }
 
 void tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,

@@ -757,8 +757,11 @@ static void test_flush_how(void **state)
 	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_COLD);
 	v.n_dirty_ref = 4;
 	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_COLD);
-	v.n_dirty_cold = 0;                     /* nothing cold: its bits cleared */
-	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_AGE);
+	v.n_dirty_cold = 0;                     /* nothing cold: passed over */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_PASS);
+	v.round2 = true;                        /* nothing cold anywhere: whole */
+	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
+	v.round2 = false;
 	v.drain = true;                         /* an admin flush or evict, cache_mode none */
 	assert_int_equal(tier__decide_flush_how(&p, &v), TIER__FLH_WHOLE);
 	v.drain = false;

@@ -1189,11 +1189,11 @@ static void test_hand_passes_all_dirty_copy_while_flushing(void **state)
  * again (hits: referenced); the dirty ratio, 0.5, is over its target.  The
  * order offers object 0, which has hot dirty extents, so the flush hand
  * takes it: extents 4-15 go to base, 0-3 stay dirty (the record says so),
- * and the dirty ratio is back under its target.  With the target at 0 the
- * hand finds nothing cold anywhere: it clears their bits and, going round
- * again, flushes them.  Evicted, the object reads back from base as
- * written.  evict_extents = 1 (no clock): the first flush takes the whole
- * object, as before.
+ * and the dirty ratio is back under its target.
+ * With the target at 0 the hand finds nothing cold anywhere: going round
+ * again, it flushes the object whole.  Evicted, the object reads back
+ * from base as written.  evict_extents = 1 (no clock): the first flush
+ * takes the whole object, as before.
  */
 static void flush_cold(uint64_t mode)
 {
