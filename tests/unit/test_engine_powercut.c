@@ -20,7 +20,9 @@
  * The script also lowers the target to force partial evictions (extent
  * mode, evict_extents 2 and 1), of a DIRTY copy too, and sends a write
  * while one runs (P_AGENT_START: one tick, its jobs' completions still
- * queued).
+ * queued); with evict_extents 2 the agent's flush hand flushes an object's
+ * cold dirty extents and keeps its hot ones dirty (a partial flush, with a
+ * write racing it).
  *
  * Environment: TIER_POWERCUT_ITERS=N (random workloads per granularity,
  * random cut seeds per cut point; default 3), TIER_POWERCUT_SEED=S (only
@@ -417,6 +419,7 @@ struct verdict {
 	uint64_t runs, cuts, blocks;
 	uint64_t fills;            /* fills completed before the cuts, over all runs */
 	uint64_t partial;          /* partial evictions before the cuts, over all runs */
+	uint64_t pflush;           /* partial flushes (cold ones, or raced by a write) */
 	uint64_t bad_runs, kinds[F_KINDS];
 	char first[1024];
 	unsigned printed;
@@ -591,6 +594,7 @@ static uint64_t one_run(const struct pop *ops, size_t n, unsigned qd, enum tier_
 	drive(&R, ops, n, qd);
 	vd->fills += env_stats(R.v).fills;
 	vd->partial += env_stats(R.v).evict_partial;
+	vd->pflush += env_stats(R.v).flush_partial;
 	clock = R.clock;
 	env_kill_engine(R.v);
 	R.v->p.target_max_bytes = PC_TARGET;   /* the script may have changed it */
@@ -667,10 +671,11 @@ static void cut_everywhere(const char *name, const struct pop *ops, size_t n, un
 static void verdict_end(const char *what, struct verdict *vd)
 {
 	print_message("%s: %llu runs, %llu power cuts, %llu blocks verified, %llu fills, "
-		      "%llu partial evictions, %llu failing runs\n", what,
+		      "%llu partial evictions, %llu partial flushes, %llu failing runs\n", what,
 		      (unsigned long long)vd->runs, (unsigned long long)vd->cuts,
 		      (unsigned long long)vd->blocks, (unsigned long long)vd->fills,
-		      (unsigned long long)vd->partial, (unsigned long long)vd->bad_runs);
+		      (unsigned long long)vd->partial, (unsigned long long)vd->pflush,
+		      (unsigned long long)vd->bad_runs);
 	for (int k = 0; k < F_KINDS; k++)
 		if (vd->kinds[k])
 			print_message("  %llu runs: %s\n", (unsigned long long)vd->kinds[k],
@@ -810,6 +815,24 @@ static const struct pop script_ops[] = {
 	{ P_TARGET, 0, 0, false },
 	{ P_READ, B(4, 0), BPO, false },
 	{ P_AGENT, 0, 0, false },
+	/*
+	 * Extent mode, evict_extents 2: a cold flush (the agent's flush hand).
+	 * Object 5 written whole (new extents: dirty, unreferenced), then 0-2
+	 * written again (hits: referenced), and 2 extents of object 6: the
+	 * dirty ratio is over its target.  The order offers 5, whose dirty
+	 * extents 0-2 are hot: the flush hand flushes only 3-15 (cache reads,
+	 * base writes the last FUA, the guarded SETMETA clearing what it
+	 * wrote), 0-2 stay dirty; a write to 7 arrives while it runs (it stays
+	 * dirty too).  Then the whole object is read.
+	 */
+	{ P_EVICT_ALL, 0, 0, false },
+	{ P_WRITE, B(5, 0), BPO, false },
+	{ P_WRITE, B(5, 0), 3, false },
+	{ P_WRITE, B(6, 4), 2, false },
+	{ P_AGENT_START, 0, 0, false },
+	{ P_WRITE, B(5, 7), 1, false },
+	{ P_AGENT, 0, 0, false },
+	{ P_READ, B(5, 0), BPO, false },
 };
 #define SCRIPT_N (sizeof(script_ops) / sizeof(script_ops[0]))
 
@@ -825,6 +848,9 @@ static void scripted(enum tier_granularity g, uint64_t ee)
 	/* extent mode: fills happened before the cuts (the runs prove nothing otherwise) */
 	if (g == TIER_GRAN_EXTENT)
 		assert_true(vd.fills > 0);
+	/* and with the clock, the flush hand's cold flushes (partial flushes) */
+	if (g == TIER_GRAN_EXTENT && ee == 2)
+		assert_true(vd.pflush > 0);
 	if (g == TIER_GRAN_EXTENT)   /* and partial evictions */
 		assert_true(vd.partial > 0);
 }
