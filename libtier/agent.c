@@ -226,12 +226,15 @@ static size_t slice(uint64_t budget, uint64_t in_flight)
 
 /*
  * The flush hand (the clock on, tier__decide_flush_how): it walks the
- * object map in slab order while flush jobs may start, once round per
- * run.  A DIRTY object the agent may flush loses its dirty extents not
- * referenced since the clock last looked to base (a cold flush); one with
- * none is passed over.  If the round started nothing (every dirty extent
- * hot), a second round flushes whole objects.  Returns the jobs it
- * started.
+ * object map in slab order while flush jobs may start, at most HAND_MAX
+ * objects and two revolutions a run.  A DIRTY object the agent may flush
+ * loses its dirty extents not referenced since the clock last looked to
+ * base (a cold flush); one with none is passed over.  Once the hand has
+ * gone a whole revolution without starting a cold flush (every dirty
+ * extent hot; counted across runs, e->flush_hand_idle, so that a map
+ * larger than HAND_MAX gets there too), it flushes whole objects, until a
+ * cold flush starts again.
+ * Returns the jobs it started.
  */
 static size_t run_flush_hand(struct tier_engine *e, const struct want_arg *order,
 			     uint64_t budget)
@@ -244,27 +247,30 @@ static size_t run_flush_hand(struct tier_engine *e, const struct want_arg *order
 	for (uint32_t k = 0; k < 2 * n && k < HAND_MAX && e->agent_flushing < budget; k++) {
 		struct tier__obj *o;
 		struct tier_image *img;
+		bool round2 = e->flush_hand_idle >= n;
+		int r = -1;
 
-		if (k == n && started)
-			break;
 		e->flush_hand = e->flush_hand % n + 1;
+		e->flush_hand_idle++;
 		o = tier__obj_at(e, e->flush_hand);
 		if (!o || o->state != TIER__DIRTY || !want_flush(&a, o->key))
 			continue;
 		img = tier__image_by_id(e, TIER__KEY_ID(o->key));
 		if (!img)
 			continue;
-		switch (tier__flush_how(e, o, true, k >= n)) {
+		switch (tier__flush_how(e, o, true, round2)) {
 		case TIER__FLH_PASS:
 			break;
 		case TIER__FLH_COLD:
-			if (tier__flush_start_cold(e, img, o) == 0)
-				started++;
+			r = tier__flush_start_cold(e, img, o);
+			if (r == 0)
+				e->flush_hand_idle = 0;   /* something cold again */
 			break;
 		default:
-			if (tier__flush_start(e, img, o) == 0)
-				started++;
+			r = tier__flush_start(e, img, o);
 		}
+		if (r == 0)
+			started++;
 	}
 	return started;
 }
@@ -337,7 +343,8 @@ static size_t run_hand(struct tier_engine *e, const struct want_arg *order, uint
 			tier__evict_again(e, o);
 			break;
 		case TIER__EVH_PASS:
-			break;   /* all dirty: its bits stay */
+			tier__count(e, img, evict_pass, 1);
+			break;   /* all dirty, cold ones for the flushes: its bits stay */
 		default:
 			if (tier__evict_start(e, img, o) == 0)
 				started++;
@@ -392,7 +399,8 @@ static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 				again++;
 				break;
 			case TIER__EVH_PASS:
-				break;   /* all dirty: its bits stay */
+				tier__count(e, img, evict_pass, 1);
+				break;   /* all dirty, cold ones for the flushes: its bits stay */
 			default:
 				tier__evict_start(e, img, o);
 			}

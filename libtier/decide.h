@@ -175,6 +175,7 @@ struct tier__evict_view {
 	bool now;              /* over 100%, the order's victim: no second chance */
 	bool flushing;         /* the agent flushes (flush mode low or high) */
 	uint64_t n_ref, n_drop, n_clean;
+	uint64_t n_dirty_cold; /* its dirty extents not referenced: what a cold flush takes */
 };
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 					    const struct tier__evict_view *v);

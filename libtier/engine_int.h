@@ -208,6 +208,7 @@ struct tier_engine {
 	bool refbits;                   /* entries carry reference bits (extent mode at create) */
 	uint32_t evict_hand;            /* evict_extents = 2: the clock hand, a slab index + 1 */
 	uint32_t flush_hand;            /* evict_extents = 2: the flush hand, the same */
+	uint32_t flush_hand_idle;       /* its visits since it last started a cold flush */
 	size_t meta_cap;                /* encoded meta size (extent mode) */
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;
@@ -511,8 +512,11 @@ void tier__evict_again(struct tier_engine *e, struct tier__obj *o);
  * hand's visit, round2: in its second round.
  */
 int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand, bool round2);
-/* A cold flush's snapshot: drop the referenced extents from dirty[], unless none would be left. */
-void tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,
+/*
+ * A cold flush's snapshot: drop the referenced extents from dirty[], unless
+ * none would be left; true if it left some out.
+ */
+bool tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,
 			       uint64_t *dirty);
 
 /* agent.c */

@@ -100,8 +100,12 @@ int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain
 				      .flushing = e->flush_mode != TIER_FLUSH_IDLE };
 
 	if (v.extents && e->p.evict_extents) {
+		const uint64_t *b = tier__obj_bits(o), *r = ref_bits(e, o);
+
 		v.objects_bind = tier__full_by_objects(e);
 		v.n_drop = plan(e, o, NULL, &v.n_ref, &v.n_clean);
+		for (size_t w = 0; w < e->nwords; w++)
+			v.n_dirty_cold += (uint64_t)__builtin_popcountll(b[e->nwords + w] & ~r[w]);
 	}
 	return tier__decide_evict_how(&e->p, &v);
 }
@@ -120,16 +124,21 @@ int tier__flush_how(struct tier_engine *e, const struct tier__obj *o, bool hand,
 	return tier__decide_flush_how(&e->p, &fv);
 }
 
-void tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,
+bool tier__flush_cold_snapshot(const struct tier_engine *e, const struct tier__obj *o,
 			       uint64_t *dirty)
 {
 	const uint64_t *r = ref_bits(e, o);
-	uint64_t any = 0;
+	uint64_t any = 0, hot = 0;
 
-	for (size_t w = 0; r && w < e->nwords; w++)
+	for (size_t w = 0; r && w < e->nwords; w++) {
 		any |= dirty[w] & ~r[w];
-	for (size_t w = 0; any && w < e->nwords; w++)
+		hot |= dirty[w] & r[w];
+	}
+	if (!any || !hot)
+		return false;   /* nothing cold, or nothing hot: all of it */
+	for (size_t w = 0; w < e->nwords; w++)
 		dirty[w] &= ~r[w];
+	return true;
 }
 
 static void clear_refs(struct tier_engine *e, struct tier__obj *o)

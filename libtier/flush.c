@@ -165,8 +165,14 @@ static void flush_read(struct tier__job *j)
 	j->version = o->version;
 	if (tier__obj_bits(o)) {
 		memcpy(j->snap, tier__obj_bits(o) + e->nwords, e->nwords * 8);
-		if (j->cold && !(o->flags & TIER__OF_EVICT_AFTER_FLUSH))
-			tier__flush_cold_snapshot(e, o, j->snap);
+		/*
+		 * An eviction's flush is never cold (evict_dirty starts a whole
+		 * one, and an object already flushing cannot start evicting):
+		 * the test only guards that, it must flush every dirty extent.
+		 */
+		if (j->cold && !(o->flags & TIER__OF_EVICT_AFTER_FLUSH) &&
+		    tier__flush_cold_snapshot(e, o, j->snap))
+			tier__count(e, j->img, flush_cold, 1);
 		n = read_runs(j, NULL);
 		if (!n)
 			reads = false;   /* nothing dirty: only the mark to clear */

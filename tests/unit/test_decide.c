@@ -713,12 +713,18 @@ static void test_evict_how(void **state)
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
 	v.n_clean = 0;                          /* no clean extent: the flush idle, as before */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
-	v.flushing = true;                      /* the flushes will clean it: left as it is */
+	v.flushing = true;                      /* every dirty extent referenced: no flush */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);   /* takes them */
+	v.n_dirty_cold = 4;                     /* the flush hand will clean these: left as it is */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_PASS);
+	p.evict_extents = 1;                    /* no flush hand: a second chance, as before */
+	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_AGAIN);
+	p.evict_extents = 2;
 	v.now = true;                           /* over 100%: the order's victim goes whole */
 	assert_int_equal(tier__decide_evict_how(&p, &v), TIER__EVH_WHOLE);
 	v.now = false;
 	v.flushing = false;
+	v.n_dirty_cold = 0;
 	v.n_clean = 8;
 	v.n_drop = 5;
 	v.n_ref = 0;                            /* nothing referenced since the last look */
