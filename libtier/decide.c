@@ -659,9 +659,10 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
  * read or written again.  An offered object with nothing referenced (the
  * order's truly cold ones: a log written once) is flushed whole, coldest
  * first, as before; so are all when the clock is off or the agent drains.
- * vms@5% 29691 -> 26274 misses (block LRU 29869), vms@10% 16672 -> 16551
- * (16510), the suite's gmean miss/OPT 1.0083 -> 1.0007 and base busy time
- * down 1.6% (docs/BENCHMARKS.md, "Dirty data and the clock").
+ * vms@5% 29967 -> 26211 misses (block LRU 29869), vms@10% 16681 -> 16551
+ * (16510), the suite's gmean miss/OPT 1.0080 -> 1.0000 and base busy time
+ * down 1.7% (seed 1; seeds 2-4 alike: docs/BENCHMARKS.md, "Dirty data and
+ * the clock").
  */
 enum tier__flush_how tier__decide_flush_how(const struct tier_params *p,
 					    const struct tier__flush_view *v)
