@@ -589,34 +589,34 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
 
 /*
  * Extent-aware eviction: a victim of the eviction order goes whole unless
- * something in it was referenced since the agent last looked (then its
- * hot extents would go with its cold ones).  Then the copy loses only its
- * clean unreferenced extents (a partial eviction: base holds them; dirty
- * extents stay); a copy with nothing to drop (every valid extent
- * referenced, or the rest dirty) gets a second chance.  Either way its reference bits
- * are cleared and the order sees it as used (CLOCK within the object): it
- * goes whole the next time unless touched again.  But with the clock
- * (evict_extents = 2, whose flush hand cleans cold dirty extents) and
- * while the agent flushes, a copy with no clean extent at all and some
- * dirty extents not referenced is passed over as it is (PASS): the
- * flushes clean those and the hand drops them then; clearing its bits
- * only made the next look take it whole (a flush and a REMOVE of its hot
- * extents with its cold ones) unless it was hit between two looks, and
- * with most of the cache dirty the hand finds little to drop and comes
- * round every few thousand requests: vms@5% (100% writes, flushes bound
- * by base) evicted 254 objects whole and missed 29967 against 29869 for
- * the block LRU, 29691 with the pass (docs/BENCHMARKS.md, "Dirty data and
- * the clock").  A copy whose dirty extents are all referenced gets the
- * second chance: passing it would keep its bits, and so its extents hot
- * and dirty, for as long as the agent flushes (found in review).  With
- * the flush idle (dirty ratios at or over the full ratio) nothing else
- * would clean it: the second chance, and then the whole object, stay.  Admin evicts, object
- * mode and evict_extents = 0 take the whole object; so does the agent when
- * the object count binds (the object ratio is at least the byte ratio:
- * dropping extents frees no object, the cache would stay over target).
- * Over 100% (now) the order's victim gets no second chance: writes are
- * proxied until the cache is back under, so room is made at once from the
- * order's cold end, as whole-object eviction would.
+ * something in it was referenced since the agent last looked (then its hot
+ * extents would go with its cold ones).  Then the copy loses only its clean
+ * unreferenced extents (a partial eviction: base holds them; dirty extents
+ * stay); a copy with nothing to drop (every valid extent referenced, or the
+ * rest dirty) gets a second chance.  Either way its reference bits are
+ * cleared and the order sees it as used (CLOCK within the object): it goes
+ * whole the next time unless touched again.  But with the clock
+ * (evict_extents = 2, whose flush hand cleans cold dirty extents) and while
+ * the agent flushes, a copy with no clean extent at all and some dirty
+ * extents not referenced is passed over as it is (PASS): the flushes clean
+ * those and the hand drops them then; clearing its bits only made the next
+ * look take it whole (a flush and a REMOVE of its hot extents with its cold
+ * ones) unless it was hit between two looks, and with most of the cache
+ * dirty the hand finds little to drop and comes round every few thousand
+ * requests: vms@5% (100% writes, flushes bound by base) evicted 254 objects
+ * whole and missed 29967 against 29869 for the block LRU, 29691 with the
+ * pass (docs/BENCHMARKS.md, "Dirty data and the clock").  A copy whose dirty
+ * extents are all referenced gets the second chance: passing it would keep
+ * its bits, and so its extents hot and dirty, for as long as the agent
+ * flushes (found in review).  With the flush idle (dirty ratios at or over
+ * the full ratio) nothing else would clean it: the second chance, and then
+ * the whole object, stay.  Admin evicts, object mode and evict_extents = 0
+ * take the whole object; so does the agent when the object count binds (the
+ * object ratio is at least the byte ratio: dropping extents frees no
+ * object, the cache would stay over target).  Over 100% (now) the order's
+ * victim gets no second chance: writes are proxied until the cache is back
+ * under, so room is made at once from the order's cold end, as whole-object
+ * eviction would.
  */
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 					    const struct tier__evict_view *v)
