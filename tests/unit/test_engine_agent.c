@@ -518,8 +518,9 @@ static void test_hitset_archive_trim_reload(void **state)
 
 #define XS 4096ull                 /* extent size of these tests: 16 extents an object */
 
-/* The cache pool's bytes of object objno, straight from the store. */
-static int cache_raw(struct env *v, uint64_t objno, uint64_t off, uint64_t len, void *buf)
+/* A pool's bytes of object objno, straight from the store. */
+static int pool_raw(struct env *v, struct tier_store *st, uint64_t objno, uint64_t off,
+		    uint64_t len, void *buf)
 {
 	struct tier_store_op op;
 	int done = 0;
@@ -532,11 +533,16 @@ static int cache_raw(struct env *v, uint64_t objno, uint64_t off, uint64_t len, 
 	op.buf = buf;
 	op.priv = &done;
 	op.cb = stat_cb;
-	assert_int_equal(tier_store_submit(v->cache, &op), 0);
+	assert_int_equal(tier_store_submit(st, &op), 0);
 	while (!done)
 		if (!tier_cq_drain(v->cq))
 			env_vt_step(v);
 	return op.result;
+}
+
+static int cache_raw(struct env *v, uint64_t objno, uint64_t off, uint64_t len, void *buf)
+{
+	return pool_raw(v, v->cache, objno, off, len, buf);
 }
 
 /*
@@ -1260,6 +1266,89 @@ static void test_flush_hand_takes_cold_extents(void **state)
 }
 
 /*
+ * Writes racing a cold flush (found in review, as a check of the flush's
+ * rule: an extent is marked clean only if base holds exactly the cache's
+ * bytes for it).  Object 0 written whole, then 0-3 again (hot); the target
+ * drops, the agent's flush hand starts a cold flush of 4-15 (base: 5 ms an
+ * op); once its cache read landed, a cold extent in the snapshot (5) and a
+ * hot one outside it (1) are written.  The record must leave both dirty,
+ * and every extent it calls clean must hold in base what the cache holds
+ * and what the client wrote last; after a flush and an eviction of
+ * everything the image reads back right.
+ */
+static void test_cold_flush_races_writes(void **state)
+{
+	struct tier_params p = agent_params();
+	struct tier_devmodel_params hdd = { .read_latency_us = 5000, .write_latency_us = 5000 };
+	struct tier_devmodel_params ssd = { .read_latency_us = 100, .write_latency_us = 100 };
+	struct sreq w1 = { 0 }, w2 = { 0 };
+	uint8_t *d1 = malloc(XS), *d2 = malloc(XS), *b = malloc(OS), *c = malloc(OS);
+	uint8_t *model = calloc(1, OS);
+	uint64_t words[2] = { 0 };
+	struct tier_meta m;
+	struct env *v;
+	(void)state;
+
+	p.promote_granularity = TIER_GRAN_EXTENT;
+	p.target_max_objects = 0;
+	p.target_max_bytes = 64 * OS;
+	p.cache_min_flush_age = 0;
+	v = env_new_vt(&p, &hdd, &ssd, true);
+	assert_int_equal(env_write(v, 0, OS, 1), 0);
+	model_write(model, 0, OS, 1);
+	assert_int_equal(env_write(v, 0, 4 * XS, 2), 0);   /* 0-3 hot */
+	model_write(model, 0, 4 * XS, 2);
+	fill(d1, XS, 21);
+	fill(d2, XS, 22);
+	p.target_max_bytes = 2 * OS;             /* dirty ratio 0.5: flush */
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	tier_cq_drain(v->cq);
+	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);
+	for (int i = 0; i < 3; i++) {            /* the cache read lands, base writes go out */
+		env_vt_step(v);
+		tier_cq_drain(v->cq);
+	}
+	assert_int_equal(env_stats(v).flush_cold, 1);
+	w1.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 5 * XS, .len = XS, .buf = d1,
+				      .cb = sreq_cb };
+	w2.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 1 * XS, .len = XS, .buf = d2,
+				      .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(v->img, &w1.r), 0);
+	assert_int_equal(tier_image_submit(v->img, &w2.r), 0);
+	memcpy(model + 5 * XS, d1, XS);
+	memcpy(model + 1 * XS, d2, XS);
+	env_pump(v);
+	assert_int_equal(w1.done + w2.done, 2);
+	assert_true(cache_meta(v, 0, &m, words, 1) >= 0);
+	assert_true(words[1] & (1ull << 5));     /* written during the flush: still dirty */
+	assert_true(words[1] & (1ull << 1));     /* hot, not flushed */
+	assert_true(words[1] != 0xffff);         /* the flush cleaned something */
+	assert_int_equal(cache_raw(v, 0, 0, OS, c), (int)OS);
+	assert_int_equal(pool_raw(v, v->base, 0, 0, OS, b), (int)OS);
+	for (int i = 0; i < 16; i++) {
+		if (words[1] & (1ull << i))
+			continue;
+		assert_memory_equal(b + i * XS, c + i * XS, XS);
+		assert_memory_equal(b + i * XS, model + i * XS, XS);
+	}
+	env_check(v, model, 0, OS);
+	tier_engine_flush_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).dirty_objects, 0);
+	tier_engine_evict_all(v->e, NULL);
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	env_check(v, model, 0, OS);
+	free(d1);
+	free(d2);
+	free(b);
+	free(c);
+	free(model);
+	env_free(v);
+}
+
+/*
  * The flush hand's whole flushes once a revolution found nothing cold,
  * with more objects in the map than it visits in a run (HAND_MAX, 4096):
  * object 0 written twice over (every dirty extent referenced), beside
@@ -1341,6 +1430,7 @@ int main(void)
 		cmocka_unit_test(test_hand_passes_all_dirty_copy_while_flushing),
 		cmocka_unit_test(test_flush_hand_takes_cold_extents),
 		cmocka_unit_test(test_flush_hand_large_map),
+		cmocka_unit_test(test_cold_flush_races_writes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
