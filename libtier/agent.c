@@ -418,8 +418,8 @@ void tier__agent_run(struct tier_engine *e)
 	size_t nf, ne = 0;
 
 	tier__agent_modes(e);
-	if (a.now_ms < e->agent_pause_until_ms)
-		return;
+	if (a.now_ms < e->agent_pause_until_ms || e->quiesced)
+		return;   /* resting after a failure, or shutting down */
 	a.img = e->drain_all ? NULL : e->drain_img;
 	a.ignore_age = e->evict_mode == TIER_EVICT_FULL || e->drain_flush || e->drain_evict;
 	nf = run_flushes(e, &a);

@@ -456,6 +456,11 @@ bool tier_engine_idle(const struct tier_engine *e)
 	return !e->reqs_inflight && !e->jobs_inflight && !e->exts_inflight && !e->done_head;
 }
 
+void tier_engine_quiesce(struct tier_engine *e)
+{
+	e->quiesced = true;
+}
+
 /* ---- admin ---- */
 
 int tier_engine_flush_all(struct tier_engine *e, struct tier_image *img)

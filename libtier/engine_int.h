@@ -209,6 +209,7 @@ struct tier_engine {
 	uint32_t evict_hand;            /* evict_extents = 2: the clock hand, a slab index + 1 */
 	uint32_t flush_hand;            /* evict_extents = 2: the flush hand, the same */
 	uint32_t flush_hand_idle;       /* its visits since it last started a cold flush */
+	bool quiesced;                  /* tier_engine_quiesce: the agent starts nothing */
 	size_t meta_cap;                /* encoded meta size (extent mode) */
 
 	uint64_t n_cached, cached_bytes, n_dirty, dirty_bytes;

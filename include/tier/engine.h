@@ -89,6 +89,13 @@ void tier_engine_set_debug(struct tier_engine *e, bool on);
 uint64_t tier_engine_tick(struct tier_engine *e);
 /* true when no client request, promotion, flush or evict is in flight. */
 bool tier_engine_idle(const struct tier_engine *e);
+/*
+ * Shutdown: the agent starts no more flushes or evictions (what runs
+ * finishes), so that the engine becomes idle even while the cache is over
+ * its dirty or full targets.  Dirty data stays in the cache pool, durable,
+ * for the next start.  Not undone.
+ */
+void tier_engine_quiesce(struct tier_engine *e);
 
 /* ---- images ---- */
 struct tier_image_opts {

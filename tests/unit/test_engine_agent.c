@@ -331,6 +331,58 @@ static void test_flush_backs_off_when_base_slows(void **state)
 }
 
 /*
+ * Shutdown (tier_engine_quiesce): with the cache over its dirty targets the
+ * agent kept starting flushes, so the engine never became idle and tierd
+ * exited 1 at shutdown_timeout.  Ten dirty objects, dirty targets 0, base
+ * writes 5 ms: after quiesce the flushes in flight finish, none starts,
+ * the engine is idle with the rest still dirty; the data reads back.
+ */
+static void test_quiesce_stops_the_agent(void **state)
+{
+	struct tier_params p = agent_params();
+	struct tier_devmodel_params hdd = { .read_latency_us = 5000, .write_latency_us = 5000 };
+	struct env *v;
+	uint64_t flushes;
+	(void)state;
+
+	p.cache_min_flush_age = 0;
+	v = env_new_vt(&p, &hdd, NULL, true);
+	write_objs(v, 0, 10);
+	p.cache_target_dirty_ratio = 0.0;        /* anything dirty: flush */
+	p.cache_target_dirty_high_ratio = 0.0;
+	env_set_params(v, &p);
+	tier_engine_tick(v->e);
+	tier_cq_drain(v->cq);
+	assert_true(env_stats(v).agent_ops_in_flight >= 1);
+	tier_engine_quiesce(v->e);
+	for (int i = 0; i < 200 && !tier_engine_idle(v->e); i++) {
+		env_vt_step(v);
+		tier_cq_drain(v->cq);
+		tier_engine_tick(v->e);
+	}
+	assert_true(tier_engine_idle(v->e));
+	flushes = env_stats(v).flushes;
+	assert_true(flushes < 10);               /* the ones in flight, no more */
+	for (int i = 0; i < 20; i++) {           /* time passes: no flush starts */
+		env_advance_ms(v, 100);
+		tier_engine_tick(v->e);
+		env_pump(v);                     /* (a hitset rotation may run) */
+		assert_true(tier_engine_idle(v->e));
+		assert_int_equal(env_stats(v).agent_ops_in_flight, 0);
+	}
+	assert_int_equal(env_stats(v).flushes, flushes);
+	assert_int_equal(env_stats(v).dirty_objects, 10 - flushes);
+	for (int i = 0; i < 10; i++) {
+		uint8_t b[512], want[512];
+
+		fill(want, sizeof(want), (uint64_t)i);
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, sizeof(b), b, 0), 0);
+		assert_memory_equal(b, want, sizeof(b));
+	}
+	env_free(v);
+}
+
+/*
  * A hot object written all the time while the agent flushes it: every flush
  * overlaps a write.  The flushes still clean what was not written again
  * (extents 8..15 here), and the agent rests on the object between tries.
@@ -1415,6 +1467,7 @@ int main(void)
 		cmocka_unit_test(test_flush_coldest_first),
 		cmocka_unit_test(test_flush_backs_off_when_base_slows),
 		cmocka_unit_test(test_hot_object_flush_progresses),
+		cmocka_unit_test(test_quiesce_stops_the_agent),
 		cmocka_unit_test(test_dirty_victims_flushed_then_evicted),
 		cmocka_unit_test(test_hitset_archive_trim_reload),
 		cmocka_unit_test(test_partial_eviction_keeps_referenced),
