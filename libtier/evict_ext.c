@@ -68,28 +68,27 @@ void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t of
 }
 
 /*
- * Extents to drop: clean, valid and unreferenced (NULL: just count); *n_ref:
- * referenced valid; *n_clean (if not NULL): clean valid.
+ * Extents to drop: clean, valid and unreferenced (drop NULL: just count),
+ * in one pass with the rest of c: n_drop, n_ref (referenced valid),
+ * n_clean (clean valid), n_dirty_cold (dirty, unreferenced).
  */
 static uint64_t plan(const struct tier_engine *e, const struct tier__obj *o, uint64_t *drop,
-		     uint64_t *n_ref, uint64_t *n_clean)
+		     struct tier__evict_view *c)
 {
 	const uint64_t *v = tier__obj_bits(o), *d = v + e->nwords, *r = v + 2 * e->nwords;
-	uint64_t n = 0, nr = 0, nc = 0;
 
+	c->n_drop = c->n_ref = c->n_clean = c->n_dirty_cold = 0;
 	for (size_t w = 0; w < e->nwords; w++) {
 		uint64_t x = v[w] & ~d[w] & ~r[w];   /* clean, valid, unreferenced */
 
 		if (drop)
 			drop[w] = x;
-		n += (uint64_t)__builtin_popcountll(x);
-		nr += (uint64_t)__builtin_popcountll(v[w] & r[w]);
-		nc += (uint64_t)__builtin_popcountll(v[w] & ~d[w]);
+		c->n_drop += (uint64_t)__builtin_popcountll(x);
+		c->n_ref += (uint64_t)__builtin_popcountll(v[w] & r[w]);
+		c->n_clean += (uint64_t)__builtin_popcountll(v[w] & ~d[w]);
+		c->n_dirty_cold += (uint64_t)__builtin_popcountll(d[w] & ~r[w]);
 	}
-	*n_ref = nr;
-	if (n_clean)
-		*n_clean = nc;
-	return n;
+	return c->n_drop;
 }
 
 int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain, bool now)
@@ -100,12 +99,8 @@ int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain
 				      .flushing = e->flush_mode != TIER_FLUSH_IDLE };
 
 	if (v.extents && e->p.evict_extents) {
-		const uint64_t *b = tier__obj_bits(o), *r = ref_bits(e, o);
-
 		v.objects_bind = tier__full_by_objects(e);
-		v.n_drop = plan(e, o, NULL, &v.n_ref, &v.n_clean);
-		for (size_t w = 0; w < e->nwords; w++)
-			v.n_dirty_cold += (uint64_t)__builtin_popcountll(b[e->nwords + w] & ~r[w]);
+		plan(e, o, NULL, &v);
 	}
 	return tier__decide_evict_how(&e->p, &v);
 }
@@ -261,7 +256,8 @@ static void pe_cb(struct tier_store_op *op)
 int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o)
 {
 	struct tier__job *j;
-	uint64_t *drop, *nv, n_ref;
+	struct tier__evict_view c;
+	uint64_t *drop, *nv;
 	const uint64_t *v = tier__obj_bits(o);
 	int ml;
 
@@ -278,7 +274,7 @@ int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, str
 	}
 	drop = j->snap;
 	nv = j->snap + e->nwords;
-	if (!plan(e, o, drop, &n_ref, NULL) || !n_ref) {
+	if (!plan(e, o, drop, &c) || !c.n_ref) {
 		tier__job_free(j);
 		return -EAGAIN;   /* nothing to drop, or nothing to keep */
 	}
