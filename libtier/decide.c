@@ -131,8 +131,12 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * partial object becomes whole.
  * Nothing to decide (NONE) if the copy is whole for the piece, is going
  * (evicting, a drop pending on a failed cache path), its store version is
- * unknown, a fill is queued already, or the mode admits no read miss
- * (readproxy, proxy, none).  A fill running (of other extents: a read
+ * unknown, or the mode admits no read miss (readproxy, proxy, none); with
+ * a fill hint queued, if a fill in flight or that hint brings every extent
+ * of the piece the copy lacks already (fill_admitted), or the read
+ * continues a stream (its fill comes after the hint's, whole if the stream
+ * goes on).  GO with a hint queued adds the read's window to the hint's
+ * extents (dispatch.c fill_hint_add): one fill, one wait per object.  A fill running (of other extents: a read
  * fill, or a window) does not stop it: its hint waits for that fill to
  * land.  Saying NONE there left the read's extents out of the cache for
  * good, so the next read of them missed again, which an LRU of blocks
@@ -151,8 +155,9 @@ enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier
 	enum tier_cache_mode m = p->cache_mode;
 
 	if (s->state == TIER__ABSENT || !s->extents || s->all_valid || s->nocache ||
-	    (s->flags & (TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_VUNK |
-			 TIER__OF_FQUEUED)))
+	    (s->flags & (TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_VUNK)))
+		return TIER__FILL_NONE;
+	if ((s->flags & TIER__OF_FQUEUED) && (s->fill_admitted || s->seq))
 		return TIER__FILL_NONE;
 	if (m != TIER_MODE_WRITEBACK && m != TIER_MODE_READONLY)
 		return TIER__FILL_NONE;

@@ -360,7 +360,7 @@ static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 	double room = e->p.cache_target_full_ratio - tier__full_ratio(e);
 
 	if (w && w < tier__obj_len(e, o) && e->p.target_max_bytes) {
-		bool fits = (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL) <
+		bool fits = (double)tier__fill_bytes(e, o, 0, tier__obj_len(e, o), NULL, NULL) <
 			    room * (double)e->p.target_max_bytes;
 		bool seq = read_continues(e, o, x);
 
@@ -379,12 +379,30 @@ static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 	*len = (uint32_t)((t < tier__obj_len(e, o) ? t : tier__obj_len(e, o)) - s);
 }
 
+/* Mark the extents of [off, off + len) in a fill hint's want set; their bytes the copy lacks. */
+static uint64_t want_window(const struct tier_engine *e, const struct tier__obj *o,
+			    uint64_t *want, uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, b = 0;
+	const uint64_t *valid = tier__obj_bits(o);   /* NULL: no copy yet */
+
+	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++) {
+		if (tier__bit(want, i))
+			continue;
+		tier__bit_set(want, i);
+		if (!valid || !tier__bit(valid, i))
+			b += (i + 1) * es > tier__obj_len(e, o) ? tier__obj_len(e, o) - i * es : es;
+	}
+	return b;
+}
+
 /*
  * Queue a fill hint behind the read that needed base for part of o's copy
  * (tier__decide_fill said go, the throttle allowed): it starts once the
- * pieces queued before it are done and copies the extents of [off, off +
- * len) the copy lacks.  The bytes it will add are reserved against the
- * target until the fill job takes them over.
+ * pieces queued before it are done and copies the extents of its want set
+ * (h->nbits: [off, off + len) here, more if later reads add theirs,
+ * fill_hint_add) the copy lacks.  The bytes it will add are reserved
+ * against the target until the fill job takes them over.
  */
 static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_image *img,
 		       uint32_t off, uint32_t len)
@@ -398,10 +416,54 @@ static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_i
 	h->type = TIER__REQ_FILL;
 	h->off = off;
 	h->len = len;
-	tier__resv_take(e, h, tier__fill_bytes(e, o, off, len, NULL), false);
+	if (h->nbits) {
+		memset(h->nbits, 0, e->nwords * 8);
+		want_window(e, o, h->nbits, off, len);
+	}
+	tier__resv_take(e, h, tier__fill_bytes(e, o, off, len, NULL, NULL), false);
 	o->flags |= TIER__OF_FQUEUED;
 	e->exts_inflight++;
 	q_push_tail(o, h);
+}
+
+/* The fill hint queued on o (FQUEUED: one). */
+static struct tier__ext *queued_fill(const struct tier__obj *o)
+{
+	for (struct tier__ext *h = o->qhead; h; h = h->next)
+		if (h->type == TIER__REQ_FILL)
+			return h;
+	return NULL;
+}
+
+/*
+ * A read that needed base while o's fill hint waits in the queue (behind
+ * a running fill, or behind pieces ahead of it): its window joins the
+ * hint's want set, so the one fill that hint starts brings it too.  A hint
+ * per read would queue fills one behind another, and every piece behind
+ * them would wait for each to land; none (as before) left the read's
+ * extents out of the copy, and their next read missed again where an LRU
+ * of blocks hits (shift@25%: docs/BENCHMARKS.md, "A fill hint for every
+ * read beside it").  The budget pays, and the hint reserves, only what the
+ * window adds to the set.
+ */
+static void fill_hint_add(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+			  struct tier__ext *h, uint32_t off, uint32_t len)
+{
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, add = 0;
+	uint64_t hend = (uint64_t)h->off + h->len;
+	const uint64_t *valid = tier__obj_bits(o);
+
+	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++)
+		if (!tier__bit(h->nbits, i) && (!valid || !tier__bit(valid, i)))
+			add += (i + 1) * es > tier__obj_len(e, o) ? tier__obj_len(e, o) - i * es : es;
+	if (!add)
+		return;
+	if (!tier__fill_tokens(e, x->img, add, add))
+		return;   /* counted (fill_throttled) */
+	want_window(e, o, h->nbits, off, len);
+	tier__resv_take(e, h, h->resv + add, false);
+	h->len = (uint32_t)((end > hend ? end : hend) - (off < h->off ? off : h->off));
+	h->off = off < h->off ? off : h->off;
 }
 
 /*
@@ -436,12 +498,12 @@ static uint64_t window_beyond_read(const struct tier_engine *e, const struct tie
 
 	rt = rt >= tier__obj_len(e, o) ? tier__obj_len(e, o) : rt / es * es;
 	if (rt <= rs)
-		return tier__fill_bytes(e, o, off, len, NULL);
+		return tier__fill_bytes(e, o, off, len, NULL, NULL);
 	if (off < rs)
-		b += tier__fill_bytes(e, o, off, (uint32_t)((rs < end ? rs : end) - off), NULL);
+		b += tier__fill_bytes(e, o, off, (uint32_t)((rs < end ? rs : end) - off), NULL, NULL);
 	if (end > rt)
 		b += tier__fill_bytes(e, o, (uint32_t)(rt > off ? rt : off),
-				      (uint32_t)(end - (rt > off ? rt : off)), NULL);
+				      (uint32_t)(end - (rt > off ? rt : off)), NULL, NULL);
 	return b;
 }
 
@@ -461,12 +523,19 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__
 	switch (f) {
 	case TIER__FILL_GO:
 		fill_window(e, o, x, &off, &len);
-		tier__fill_bytes(e, o, off, len, &read);
+		if (o->flags & TIER__OF_FQUEUED) {
+			struct tier__ext *h = queued_fill(o);
+
+			if (h && h->nbits)
+				fill_hint_add(e, o, x, h, off, len);
+			break;
+		}
+		tier__fill_bytes(e, o, off, len, NULL, &read);
 		if (!window_beyond_read(e, o, x, off, len) &&
 		    tier__rfill_start(e, x->img, o, x) == TIER__RF_STARTED)
 			break;   /* the read brings all the window lacks */
 		/* the budget pays what it adds; the throttle guards base: what it reads */
-		if (tier__fill_tokens(e, x->img, read, tier__fill_bytes(e, o, off, len, NULL)))
+		if (tier__fill_tokens(e, x->img, read, tier__fill_bytes(e, o, off, len, NULL, NULL)))
 			queue_fill(e, o, x->img, off, len);
 		else   /* throttled: the read's own extents */
 			tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
@@ -874,33 +943,30 @@ static void tinylfu_state(struct tier_engine *e, const struct tier__obj *o,
 }
 
 /*
- * A write's extents the copy lacks are all on their way in: a fill in
- * flight brings them, or a fill hint queued on the object (a read miss's,
- * admitted before this write) covers them.  The write goes ahead of that
- * fill into the copy either way (a fill leaves extents made valid
- * meanwhile alone); this only says how it counts (decide.c).
+ * A piece's extents the copy lacks are all on their way in: a fill in
+ * flight brings them, or the fill hint queued on the object (a read
+ * miss's, admitted before this piece) wants them.  A write goes ahead of
+ * that fill into the copy either way (a fill leaves extents made valid
+ * meanwhile alone); this only says how it counts.  A read adds nothing to
+ * the hint then (decide.c).
  */
-static bool write_fill_admitted(const struct tier_engine *e, const struct tier__obj *o,
-				const struct tier__ext *x)
+static bool fill_admitted(const struct tier_engine *e, const struct tier__obj *o,
+			  const struct tier__ext *x)
 {
 	uint64_t es = e->p.extent_size, end = (uint64_t)x->off + x->len;
+	const struct tier__ext *h;
 
 	if (!tier__obj_bits(o) || !(o->flags & (TIER__OF_FILLING | TIER__OF_PROMOTING |
 						 TIER__OF_FQUEUED)))
 		return false;
 	if (tier__fill_brings(e, o, x->off, x->len))
 		return true;
-	for (const struct tier__ext *h = o->qhead; h; h = h->next) {
-		bool all = true;
-
-		if (h->type != TIER__REQ_FILL)
-			continue;
-		for (uint64_t i = x->off / es; all && i < e->nbits && i * es < end; i++)
-			all = tier__bit(tier__obj_bits(o), i) ||
-			      (i * es >= h->off && (i + 1) * es <= (uint64_t)h->off + h->len);
-		return all;   /* one fill hint per object */
-	}
-	return false;
+	if (!(o->flags & TIER__OF_FQUEUED) || !(h = queued_fill(o)) || !h->nbits)
+		return false;
+	for (uint64_t i = x->off / es; i < e->nbits && i * es < end; i++)
+		if (!tier__bit(tier__obj_bits(o), i) && !tier__bit(h->nbits, i))
+			return false;
+	return true;
 }
 
 /* What tier__decide may look at, for the piece x at the head of o's queue. */
@@ -925,8 +991,8 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		s->any_valid = range_any_valid(e, o, x->off, x->len);
 		partial_read = x->type == TIER_REQ_READ && o->state != TIER__ABSENT && !s->all_valid;
 	}
-	if (tier__obj_bits(o) && x->type == TIER__REQ_FILL)   /* its window */
-		s->obj_all_valid = range_all_valid(e, o, x->off, x->len);
+	if (tier__obj_bits(o) && x->type == TIER__REQ_FILL)   /* its want set */
+		s->obj_all_valid = !tier__fill_bytes(e, o, x->off, x->len, x->nbits, NULL);
 	s->bitmaps = e->nwords != 0;
 	s->degraded = tier__degraded(e);
 	s->cache_down = tier__cache_down(e);
@@ -938,7 +1004,11 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 	    (o->flags & (TIER__OF_FILLING | TIER__OF_PROMOTING)))
 		s->fill_brings = tier__fill_brings(e, o, x->off, x->len);
 	if (x->type == TIER_REQ_WRITE && x->req && !x->nocache && !s->all_valid)
-		s->fill_admitted = write_fill_admitted(e, o, x);
+		s->fill_admitted = fill_admitted(e, o, x);
+	if (partial_read && x->req && !x->nocache && (o->flags & TIER__OF_FQUEUED)) {
+		s->fill_admitted = fill_admitted(e, o, x);
+		s->seq = read_continues(e, o, x);
+	}
 	if (cache_hint)
 		s->full_less_own = tier__full_ratio_less(e, x->resv, x->resv_obj);
 	else
@@ -1111,7 +1181,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		q_pop(o, x);
 		o->flags &= (uint16_t)~TIER__OF_FQUEUED;
 		tier__resv_put(e, x);   /* the fill job holds the bytes from here */
-		tier__fill_start(e, x->img, o, x->off, x->len);
+		tier__fill_start(e, x->img, o, x->off, x->len, x->nbits);
 		tier__ext_finish(e, x, 0);
 		return true;
 	case TIER__R_COUNT:

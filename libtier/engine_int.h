@@ -439,13 +439,18 @@ void tier__base_barrier(struct tier_engine *e, struct tier_store_op *op, tier_st
 int tier__base_barrier_done(struct tier_engine *e, int result, uint64_t gen);
 
 /* fill.c */
-/* Bytes a fill of o would read from base: its invalid extents, as fill reads merge them. */
-/* Bytes a fill of [off, off + len) adds to o's copy; *read (if given): what it reads from base. */
+/*
+ * Bytes a fill of [off, off + len) adds to o's copy (of the extents set in
+ * mask, if given); *read (if given): what it reads from base.
+ */
 uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o, uint32_t off,
-			  uint32_t len, uint64_t *read);
-/* Start filling o's invalid extents from base (route FILL); no-op if it cannot start. */
+			  uint32_t len, const uint64_t *mask, uint64_t *read);
+/*
+ * Start filling o's invalid extents of [off, off + len) (those set in mask,
+ * if given: a fill hint's) from base (route FILL); no-op if it cannot start.
+ */
 void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
-		      uint32_t off, uint32_t len);
+		      uint32_t off, uint32_t len, const uint64_t *mask);
 /* o went quiet (no exclusive op, no shared op): a fill waiting to land goes on. */
 void tier__fill_resume(struct tier_engine *e, struct tier__obj *o);
 /*

@@ -86,12 +86,14 @@ static size_t read_runs(const struct tier_engine *e, const struct tier__obj *o,
 }
 
 /*
- * The extents of [off, off + len) the copy lacks into want (if given), and
- * their bytes: what a fill of that window adds to the copy.  *read: what it
- * reads from base (read_runs: runs merged across small gaps).
+ * The extents of [off, off + len) the copy lacks (of them, those set in
+ * mask, if given) into want (if given), and their bytes: what a fill of
+ * that window adds to the copy.  *read: what it reads from base
+ * (read_runs: runs merged across small gaps).
  */
 static uint64_t window_lacks(const struct tier_engine *e, const struct tier__obj *o,
-			     uint32_t off, uint32_t len, uint64_t *want, uint64_t *read)
+			     uint32_t off, uint32_t len, const uint64_t *mask, uint64_t *want,
+			     uint64_t *read)
 {
 	uint64_t es = e->p.extent_size, b = 0, end = (uint64_t)off + len, t = 0;
 
@@ -101,7 +103,7 @@ static uint64_t window_lacks(const struct tier_engine *e, const struct tier__obj
 	if (end > tier__obj_len(e, o))
 		end = tier__obj_len(e, o);
 	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++) {
-		if (tier__bit(tier__obj_bits(o), i))
+		if (tier__bit(tier__obj_bits(o), i) || (mask && !tier__bit(mask, i)))
 			continue;
 		if (want)
 			tier__bit_set(want, i);
@@ -115,11 +117,11 @@ static uint64_t window_lacks(const struct tier_engine *e, const struct tier__obj
 }
 
 uint64_t tier__fill_bytes(const struct tier_engine *e, const struct tier__obj *o, uint32_t off,
-			  uint32_t len, uint64_t *read)
+			  uint32_t len, const uint64_t *mask, uint64_t *read)
 {
 	uint64_t r;
 
-	return window_lacks(e, o, off, len, NULL, read ? read : &r);
+	return window_lacks(e, o, off, len, mask, NULL, read ? read : &r);
 }
 
 /* Where the object's byte off sits in the job's buffer (sized to the fill: tier__job_buf). */
@@ -473,7 +475,7 @@ static void fill_cb(struct tier_store_op *op)
 }
 
 void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
-		      uint32_t off, uint32_t len)
+		      uint32_t off, uint32_t len, const uint64_t *mask)
 {
 	struct tier__job *j;
 	uint64_t bytes, lacks;
@@ -482,7 +484,7 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	if (!tier__obj_bits(o) || o->state == TIER__ABSENT ||
 	    (o->flags & (TIER__OF_FILLING | TIER__OF_VUNK | TIER__OF_EVICTING)))
 		return;
-	lacks = window_lacks(e, o, off, len, NULL, &bytes);
+	lacks = window_lacks(e, o, off, len, mask, NULL, &bytes);
 	if (!lacks)
 		return;
 	j = tier__job_new(e, TIER__J_FILL, img, o);
@@ -491,7 +493,7 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j->snap = calloc(3 * e->nwords, 8);   /* extents read, to write, new valid */
 	if (!j->snap)
 		goto nomem;
-	window_lacks(e, o, off, len, j->snap, &bytes);
+	window_lacks(e, o, off, len, mask, j->snap, &bytes);
 	if (job_span_buf(j, j->snap) < 0)
 		goto nomem;
 	n = read_runs(e, o, j->snap, NULL, &bytes);

@@ -1201,6 +1201,62 @@ static void test_read_beside_copy_being_made_filled_after(void **state)
 	env_free(v);
 }
 
+/*
+ * Reads of other extents while a fill hint is queued add their extents to
+ * it, so every extent read is in the copy after and its next read hits,
+ * with one fill per wait.  Object 3's copy holds extent 0; reads of its
+ * extents 5, 9, 13 and 2 go out together (base reads take 10 ms): 5 starts
+ * a read fill, 9 queues a hint that waits for it, 13 and 2 queue behind
+ * that hint; once it starts, 13 queues a second hint behind 2, and 2 finds
+ * it queued and adds extent 2 to it.  With a hint's window fixed, 2 got
+ * no fill: its extent stayed out of the cache and its next read missed
+ * again, where an LRU of blocks hits (shift@25%, docs/BENCHMARKS.md "A
+ * fill hint for every read beside it").  Then the same on object 5 with
+ * the last read continuing the one before it (extents 13, 14: a stream):
+ * it adds nothing to the hint.
+ */
+static void test_reads_beside_queued_fill_hint_filled(void **state)
+{
+	static const uint64_t ext[2][4] = { { 5, 9, 13, 2 }, { 5, 9, 13, 14 } };
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	uint8_t *model = calloc(1, ISZ), b[4][EXT];
+	struct sreq r[4];
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;                 /* the defaults: a window is the read's extent */
+	p.fill_locality_pct = 25;
+	struct env *v = env_new_vt(&p, &bm, NULL, true);
+	base_content(v, &p, model, 6);
+	for (int k = 0; k < 2; k++) {
+		uint64_t obj = k ? 5 : 3, hits;
+
+		env_check(v, model, obj * OS, EXT);   /* a read fill: the copy holds extent 0 */
+		env_pump(v);
+		struct tier_stats s0 = env_stats(v);
+		memset(r, 0, sizeof(r));
+		for (int i = 0; i < 4; i++)
+			submit(v, &r[i], TIER_REQ_READ, obj * OS + ext[k][i] * EXT, EXT, b[i]);
+		env_pump(v);
+		for (int i = 0; i < 4; i++) {
+			assert_int_equal(r[i].done, 1);
+			assert_int_equal(r[i].result, 0);
+			assert_memory_equal(b[i], model + obj * OS + ext[k][i] * EXT, EXT);
+		}
+		struct tier_stats s = env_stats(v);
+		assert_int_equal(s.read_misses - s0.read_misses, 4);
+		/* a read fill, a hint for 9, one for 13 and 2 (none for 14 after 13) */
+		assert_int_equal(s.fills - s0.fills, 3);
+		assert_int_equal(s.cached_bytes - s0.cached_bytes, (k ? 3 : 4) * EXT);
+		hits = s.read_hits;
+		env_check(v, model, obj * OS + ext[k][3] * EXT, EXT);
+		assert_int_equal(env_stats(v).read_hits, hits + (k ? 0 : 1));
+	}
+	free(model);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1224,6 +1280,7 @@ int main(void)
 		cmocka_unit_test(test_read_waits_for_small_fill_bringing_it),
 		cmocka_unit_test(test_write_of_extent_being_filled_hits),
 		cmocka_unit_test(test_read_beside_copy_being_made_filled_after),
+		cmocka_unit_test(test_reads_beside_queued_fill_hint_filled),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
