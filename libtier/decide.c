@@ -132,15 +132,16 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * Nothing to decide (NONE) if the copy is whole for the piece, is going
  * (evicting, a drop pending on a failed cache path), its store version is
  * unknown, or the mode admits no read miss (readproxy, proxy, none); with
- * a fill hint queued, if a fill in flight or that hint brings every extent
- * of the piece the copy lacks already (fill_admitted), or the read
- * continues a stream (its fill comes after the hint's, whole if the stream
- * goes on).  GO with a hint queued adds the read's window to the hint's
- * extents (dispatch.c fill_hint_add): one fill, one wait per object.  A fill running (of other extents: a read
- * fill, or a window) does not stop it: its hint waits for that fill to
- * land.  Saying NONE there left the read's extents out of the cache for
- * good, so the next read of them missed again, which an LRU of blocks
- * (or this engine at queue depth 1) would have hit: pareto@25% missed
+ * a fill hint queued, also if a fill in flight or that hint brings every
+ * extent of the piece the copy lacks already (fill_admitted), or the read
+ * continues a stream (the stream's next read after the hint gets its own,
+ * whole with room).  GO with a hint queued adds the read's window to the
+ * hint's extents (dispatch.c fill_hint_add): one fill, one wait.  A fill
+ * running (of other extents: a read fill, or a window) does not stop it:
+ * its hint waits for that fill to land.  Saying NONE there left the read's
+ * extents out of the cache for good, so the next read of them missed
+ * again, which an LRU of blocks (or this engine at queue depth 1) would
+ * have hit (as did NONE beside any queued hint: shift@25%): pareto@25% missed
  * 14.47% at queue depth 16 against 13.99% at depth 1 and 13.96% for the
  * block LRU (docs/BENCHMARKS.md, "Fills behind a running fill").
  * Otherwise skipped, and counted, when the pool is degraded, the cache

@@ -449,21 +449,25 @@ static struct tier__ext *queued_fill(const struct tier__obj *o)
 static void fill_hint_add(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
 			  struct tier__ext *h, uint32_t off, uint32_t len)
 {
-	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, add = 0;
-	uint64_t hend = (uint64_t)h->off + h->len;
-	const uint64_t *valid = tier__obj_bits(o);
+	uint64_t end = (uint64_t)off + len, hend = (uint64_t)h->off + h->len, add, r0, r1;
+	uint32_t noff = off < h->off ? off : h->off;
+	uint32_t nlen = (uint32_t)((end > hend ? end : hend) - noff);
+	struct tier__ext *t = tier__ext_alloc(e);   /* its bitmap storage: the new set */
 
-	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++)
-		if (!tier__bit(h->nbits, i) && (!valid || !tier__bit(valid, i)))
-			add += (i + 1) * es > tier__obj_len(e, o) ? tier__obj_len(e, o) - i * es : es;
-	if (!add)
+	if (!t)
 		return;
-	if (!tier__fill_tokens(e, x->img, add, add))
-		return;   /* counted (fill_throttled) */
-	want_window(e, o, h->nbits, off, len);
-	tier__resv_take(e, h, h->resv + add, false);
-	h->len = (uint32_t)((end > hend ? end : hend) - (off < h->off ? off : h->off));
-	h->off = off < h->off ? off : h->off;
+	memcpy(t->nbits, h->nbits, e->nwords * 8);
+	add = want_window(e, o, t->nbits, off, len);
+	tier__fill_bytes(e, o, h->off, h->len, h->nbits, &r0);
+	tier__fill_bytes(e, o, noff, nlen, t->nbits, &r1);
+	/* the budget pays what it adds; the throttle guards base: what it reads more */
+	if (add && tier__fill_tokens(e, x->img, r1 > r0 ? r1 - r0 : 0, add)) {
+		memcpy(h->nbits, t->nbits, e->nwords * 8);
+		tier__resv_take(e, h, h->resv + add, false);
+		h->off = noff;
+		h->len = nlen;
+	}
+	tier__ext_free(e, t);
 }
 
 /*

@@ -1257,6 +1257,72 @@ static void test_reads_beside_queued_fill_hint_filled(void **state)
 	env_free(v);
 }
 
+/*
+ * A read the copy holds, behind a fill hint that reads beside it added
+ * their extents to, waits for one fill at most (from review): object 3's
+ * copy holds extent 0; reads of extents 5, 9, 13, 2 and 7 go out together
+ * (base reads take 10 ms, cache ops 0.1 ms): 5 starts a read fill, 9
+ * queues a hint behind it, the rest wait behind that hint; once it starts,
+ * 13 queues a second one, which 2 and 7 add to.  15 ms later a read of
+ * extent 0 arrives.  With a hint per read (13, 2 and 7 each) the hints
+ * queued one behind another, each waiting for the fill before it, and that
+ * hit waited 20.7 ms; it waits for the one fill ahead of it.
+ */
+static void test_hit_behind_queued_hint_waits_one_fill(void **state)
+{
+	static const uint64_t ext[] = { 5, 9, 13, 2, 7 };
+	enum { N = sizeof(ext) / sizeof(ext[0]) };
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100 };
+	uint8_t *model = calloc(1, ISZ), b[N + 1][EXT];
+	struct sreq r[N], h;
+	uint64_t t0, t1;
+	(void)state;
+
+	ext_params(&p, 0);
+	p.fill_budget_pct = 100;                 /* the defaults: a window is the read's extent */
+	p.fill_locality_pct = 25;
+	struct env *v = env_new_vt(&p, &bm, &cm, true);
+	base_content(v, &p, model, 4);
+	env_check(v, model, 3 * OS, EXT);        /* a read fill: the copy holds extent 0 */
+	env_pump(v);
+	t0 = v->now_ns;
+	memset(r, 0, sizeof(r));
+	memset(&h, 0, sizeof(h));
+	for (int i = 0; i < N; i++)
+		submit(v, &r[i], TIER_REQ_READ, 3 * OS + ext[i] * EXT, EXT, b[i]);
+	for (int i = 0; i < 100000 && v->now_ns < t0 + 15000000ull; i++) {
+		size_t n = tier_cq_drain(v->cq);
+
+		tier_engine_tick(v->e);
+		if (!n && !env_vt_step(v))
+			break;
+	}
+	t1 = v->now_ns;
+	submit(v, &h, TIER_REQ_READ, 3 * OS, EXT, b[N]);
+	for (int i = 0; i < 100000 && !h.done; i++) {
+		size_t n = tier_cq_drain(v->cq);
+
+		if (!h.done)
+			tier_engine_tick(v->e);
+		if (!n && !h.done)
+			env_vt_step(v);
+	}
+	assert_int_equal(h.done, 1);
+	assert_int_equal(h.result, 0);
+	assert_memory_equal(b[N], model + 3 * OS, EXT);
+	assert_true(v->now_ns - t1 < 12000000ull);   /* one 10 ms fill, not two or three */
+	env_pump(v);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(r[i].result, 0);
+		assert_memory_equal(b[i], model + 3 * OS + ext[i] * EXT, EXT);
+	}
+	assert_int_equal(env_stats(v).cached_bytes, (N + 1) * EXT);
+	free(model);
+	env_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1281,6 +1347,7 @@ int main(void)
 		cmocka_unit_test(test_write_of_extent_being_filled_hits),
 		cmocka_unit_test(test_read_beside_copy_being_made_filled_after),
 		cmocka_unit_test(test_reads_beside_queued_fill_hint_filled),
+		cmocka_unit_test(test_hit_behind_queued_hint_waits_one_fill),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
