@@ -135,14 +135,14 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * a fill hint queued, also if a fill in flight or that hint brings every
  * extent of the piece the copy lacks already (fill_admitted).  GO with a
  * hint queued adds the read's window to the hint's extents (dispatch.c
- * fill_hint_add): one fill, one wait.  A fill
- * running (of other extents: a read fill, or a window) does not stop it:
- * its hint waits for that fill to land.  Saying NONE there left the read's
- * extents out of the cache for good, so the next read of them missed
- * again, which an LRU of blocks (or this engine at queue depth 1) would
- * have hit (as did NONE beside any queued hint: shift@25%): pareto@25% missed
- * 14.47% at queue depth 16 against 13.99% at depth 1 and 13.96% for the
- * block LRU (docs/BENCHMARKS.md, "Fills behind a running fill").
+ * fill_hint_add): one fill, one wait.  A fill running (of other extents: a
+ * read fill, or a window) does not stop it: its hint waits for that fill
+ * to land.  Saying NONE there left the read's extents out of the cache for
+ * good, so the next read of them missed again, which an LRU of blocks (or
+ * this engine at queue depth 1) would have hit: pareto@25% missed 14.47%
+ * at queue depth 16 against 13.99% at depth 1 and 13.96% for the block
+ * LRU (docs/BENCHMARKS.md, "Fills behind a running fill"); so did NONE
+ * beside a queued hint (shift@25%; "A fill hint for every read beside it").
  * Otherwise skipped, and counted, when the pool is degraded, the cache
  * full (admitted bytes included) or the read not admitted (cold).  The
  * token buckets come after (promote.c), for the base reads of the fill's

@@ -42,7 +42,8 @@ enum tier__route {
  * After a read that needed base for part of a cached copy (HIT_PARTIAL,
  * EXTENT_MISS): whether to fill the copy's invalid extents, or why not.
  * NONE is no event (nothing to fill, a fill in flight or the fill hint
- * queued brings it already, or the cache mode admits no read); the SKIP_* reasons are counted.
+ * queued brings it already, or the cache mode admits no read); the SKIP_*
+ * reasons are counted.
  */
 enum tier__fill {
 	TIER__FILL_NONE = 0,
