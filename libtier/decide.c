@@ -133,16 +133,21 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * (evicting, a drop pending on a failed cache path), its store version is
  * unknown, or the mode admits no read miss (readproxy, proxy, none); with
  * a fill hint queued, also if a fill in flight or that hint brings every
- * extent of the piece the copy lacks already (fill_admitted).  GO with a
- * hint queued adds the read's window to the hint's extents (dispatch.c
- * fill_hint_add): one fill, one wait.  A fill running (of other extents: a
- * read fill, or a window) does not stop it: its hint waits for that fill
- * to land.  Saying NONE there left the read's extents out of the cache for
- * good, so the next read of them missed again, which an LRU of blocks (or
- * this engine at queue depth 1) would have hit: pareto@25% missed 14.47%
- * at queue depth 16 against 13.99% at depth 1 and 13.96% for the block
- * LRU (docs/BENCHMARKS.md, "Fills behind a running fill"); so did NONE
- * beside a queued hint (shift@25%; "A fill hint for every read beside it").
+ * extent of the piece the copy lacks already (fill_admitted), or the read
+ * continues a stream (the stream's next read after the hint gets its own,
+ * whole with room: adding streams to the hint made a scan's hint the
+ * object's readahead, which on the real daemon cost a zipf load beside the
+ * scan 15% of its IOPS and doubled base bytes; docs/BENCHMARKS.md, "A fill
+ * hint for every read beside it").  GO with a hint queued adds the read's
+ * window to the hint's extents (dispatch.c fill_hint_add): one fill, one
+ * wait.  A fill running (of other extents: a read fill, or a window) does
+ * not stop it: its hint waits for that fill to land.  Saying NONE there
+ * left the read's extents out of the cache for good, so the next read of
+ * them missed again, which an LRU of blocks (or this engine at queue depth
+ * 1) would have hit: pareto@25% missed 14.47% at queue depth 16 against
+ * 13.99% at depth 1 and 13.96% for the block LRU (docs/BENCHMARKS.md,
+ * "Fills behind a running fill"); so did NONE beside a queued hint
+ * (shift@25%).
  * Otherwise skipped, and counted, when the pool is degraded, the cache
  * full (admitted bytes included) or the read not admitted (cold).  The
  * token buckets come after (promote.c), for the base reads of the fill's
@@ -157,7 +162,7 @@ enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier
 	if (s->state == TIER__ABSENT || !s->extents || s->all_valid || s->nocache ||
 	    (s->flags & (TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_VUNK)))
 		return TIER__FILL_NONE;
-	if ((s->flags & TIER__OF_FQUEUED) && s->fill_admitted)
+	if ((s->flags & TIER__OF_FQUEUED) && (s->fill_admitted || s->seq))
 		return TIER__FILL_NONE;
 	if (m != TIER_MODE_WRITEBACK && m != TIER_MODE_READONLY)
 		return TIER__FILL_NONE;

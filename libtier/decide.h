@@ -42,8 +42,8 @@ enum tier__route {
  * After a read that needed base for part of a cached copy (HIT_PARTIAL,
  * EXTENT_MISS): whether to fill the copy's invalid extents, or why not.
  * NONE is no event (nothing to fill, a fill in flight or the fill hint
- * queued brings it already, or the cache mode admits no read); the SKIP_*
- * reasons are counted.
+ * queued brings it already, a stream's next read beside a queued hint, or
+ * the cache mode admits no read); the SKIP_* reasons are counted.
  */
 enum tier__fill {
 	TIER__FILL_NONE = 0,
@@ -80,6 +80,7 @@ struct tier__dstate {
 	bool fill_admitted;    /* writes, and reads with a fill hint queued: every extent
 				  of the piece the copy lacks is on its way in (a fill
 				  in flight brings it or the queued hint wants it) */
+	bool seq;              /* reads with a fill hint queued: it continues a stream */
 	/* the engine */
 	bool bitmaps;          /* the engine keeps extent bitmaps (extent_size set) */
 	bool degraded;         /* a cache pool error lately: no new admissions */

@@ -1009,8 +1009,10 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 		s->fill_brings = tier__fill_brings(e, o, x->off, x->len);
 	if (x->type == TIER_REQ_WRITE && x->req && !x->nocache && !s->all_valid)
 		s->fill_admitted = fill_admitted(e, o, x);
-	if (partial_read && x->req && !x->nocache && (o->flags & TIER__OF_FQUEUED))
+	if (partial_read && x->req && !x->nocache && (o->flags & TIER__OF_FQUEUED)) {
 		s->fill_admitted = fill_admitted(e, o, x);
+		s->seq = read_continues(e, o, x);
+	}
 	if (cache_hint)
 		s->full_less_own = tier__full_ratio_less(e, x->resv, x->resv_obj);
 	else

@@ -55,6 +55,7 @@ enum {
 	X_EDGE = 1 << 17,      /* full 0.79: below the full target, within the room margin */
 	X_NOROOM = 1 << 18,    /* admit_when_room = 0 (the ceph presets) */
 	X_FADM = 1 << 19,      /* fills in flight or queued bring what the piece lacks */
+	X_SEQ = 1 << 20,       /* a read continuing a stream (with a fill hint queued) */
 };
 
 struct row {
@@ -292,6 +293,7 @@ static struct tier__dstate state_of(int type, bool recent, bool full, bool degra
 	s.victim_freq = 2;
 	s.obj_all_valid = x & X_OBJALL;
 	s.fill_admitted = x & X_FADM;
+	s.seq = x & X_SEQ;
 	return s;
 }
 
@@ -345,7 +347,7 @@ static void test_route_sweep(void **state)
 		X_RUN | X_RUNPROXY | X_BITS | X_ANY, X_DOWN, X_DOWN | X_DIRTYR,
 		X_DOWN | X_WHOLE, X_HINT, X_HINT | X_BITS, X_BITS | X_OBJALL, X_OFFER,
 		X_OFFER | X_BITS, X_OFFER | X_BITS | X_ANY, X_OFFER | X_EDGE | X_BITS,
-		X_BITS | X_FADM, X_BITS | X_ANY | X_FADM,
+		X_BITS | X_FADM, X_BITS | X_SEQ, X_BITS | X_ANY | X_FADM, X_BITS | X_ANY | X_SEQ,
 	};
 	uint64_t n = 0;
 
@@ -441,8 +443,9 @@ static void test_route_sweep(void **state)
 		if (d.fill == TIER__FILL_GO) {
 			assert_true(mode == WB || mode == RO);
 			assert_true(!degraded && !full && (recent || s.hint || room));
-			/* beside a queued hint only for what it does not bring */
-			assert_true(!(flag_sets[fi] & TIER__OF_FQUEUED) || !s.fill_admitted);
+			/* beside a queued hint only for what it does not bring, not a stream */
+			assert_true(!(flag_sets[fi] & TIER__OF_FQUEUED) ||
+				    (!s.fill_admitted && !s.seq));
 		}
 		assert_true(d.fill != TIER__FILL_SKIP_DEGRADED || degraded);
 		assert_true(d.fill != TIER__FILL_SKIP_FULL || full);
@@ -490,9 +493,11 @@ static void test_fill_choice(void **state)
 		/* a hint queued: GO adds the read's window to it, unless it brings that */
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED, X_BITS, TIER__FILL_GO),
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED, X_BITS | X_FADM, TIER__FILL_NONE),
+		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED, X_BITS | X_SEQ, TIER__FILL_NONE),
 		FROW(WB, CL, 0, 0, 0, TIER__OF_FQUEUED, X_BITS, TIER__FILL_SKIP_COLD),
 		FROW(WB, CL, 1, 1, 0, TIER__OF_FQUEUED, X_BITS, TIER__FILL_SKIP_FULL),
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FQUEUED | TIER__OF_FILLING, X_BITS, TIER__FILL_GO),
+		FROW(WB, CL, 1, 0, 0, 0, X_BITS | X_SEQ, TIER__FILL_GO),       /* none queued */
 		FROW(WB, CL, 1, 0, 0, TIER__OF_FILLING, X_BITS, TIER__FILL_GO),   /* its hint waits */
 		FROW(WB, CL, 1, 0, 0, TIER__OF_EVICTING, X_BITS, TIER__FILL_NONE),
 		FROW(WB, D, 1, 0, 0, TIER__OF_VUNK, X_BITS, TIER__FILL_NONE),

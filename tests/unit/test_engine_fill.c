@@ -1213,8 +1213,8 @@ static void test_read_beside_copy_being_made_filled_after(void **state)
  * again, where an LRU of blocks hits (shift@25%, docs/BENCHMARKS.md "A
  * fill hint for every read beside it").  Then the same on object 5 with
  * the last read continuing the one before it (extents 13, 14: a stream):
- * its window, with room, is the rest of the object, which the hint then
- * brings whole (a scan's readahead).
+ * it adds nothing to the hint (a scan's reads would make it the object's
+ * readahead, which cost a zipf load beside a scan 15% of its IOPS).
  */
 static void test_reads_beside_queued_fill_hint_filled(void **state)
 {
@@ -1247,12 +1247,12 @@ static void test_reads_beside_queued_fill_hint_filled(void **state)
 		}
 		struct tier_stats s = env_stats(v);
 		assert_int_equal(s.read_misses - s0.read_misses, 4);
-		/* a read fill, a hint for 9, one for 13 that 2 (or 14) adds to */
+		/* a read fill, a hint for 9, one for 13 and 2 (none for 14 after 13) */
 		assert_int_equal(s.fills - s0.fills, 3);
-		assert_int_equal(s.cached_bytes - s0.cached_bytes, k ? OS - EXT : 4 * EXT);
+		assert_int_equal(s.cached_bytes - s0.cached_bytes, (k ? 3 : 4) * EXT);
 		hits = s.read_hits;
 		env_check(v, model, obj * OS + ext[k][3] * EXT, EXT);
-		assert_int_equal(env_stats(v).read_hits, hits + 1);
+		assert_int_equal(env_stats(v).read_hits, hits + (k ? 0 : 1));
 	}
 	free(model);
 	env_free(v);
