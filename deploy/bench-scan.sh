@@ -15,9 +15,14 @@
 # read scan at QD 16.  Prints one line per run: the zipf load's IOPS, mean
 # and p99 latency, hit ratio and base bytes per client byte (tierd's counters:
 # both clients), and the scan's IOPS and mean latency.
+# Env (the bounded run in tests/integration/test-bench.sh): SCAN_SIZE (1G),
+# SCAN_TARGET (64M), SCAN_WARM (20 s), SCAN_RUNTIME (30 s).
 set -eu
 OUT=$1; A=$2; B=$3; ROUNDS=${4:-2}
 TB=${TIER_BENCH:-$(dirname "$A")/../tools/tier-bench}
+SIZE=${SCAN_SIZE:-1G}; TARGET=${SCAN_TARGET:-64M}
+WARM=${SCAN_WARM:-20}; RUNTIME=${SCAN_RUNTIME:-30}
+MIB=$(numfmt --from=iec "$SIZE"); MIB=$((MIB / 1048576))
 mkdir -p "$OUT"
 
 run() {   # run TIERD LABEL
@@ -37,9 +42,9 @@ base_profile = $1
 cache_profile = $2
 [tier]
 cache_mode = $3
-target_max_bytes = 64M
+target_max_bytes = $TARGET
 [image.vol0]
-size = 1G
+size = $SIZE
 CFG
 	}
 	start() {
@@ -50,14 +55,14 @@ CFG
 	}
 	stop() { kill "$pid"; wait "$pid" || true; rm -f "$D/nbd.sock"; }
 	conf none none proxy; start
-	"$TB" --uri "$U" --dist seq --rw write --bs 1M --qd 8 --ops 1024 --label fill >/dev/null
+	"$TB" --uri "$U" --dist seq --rw write --bs 1M --qd 8 --ops "$MIB" --label fill >/dev/null
 	stop
 	conf hdd ssd writeback; start
-	"$TB" --uri "$U" --dist zipf:1.1 --rw read --qd 16 --runtime 20 --label warm >"$D/warm.txt"
-	"$TB" --uri "$U" --dist zipf:1.1 --rw read --qd 16 --runtime 30 --seed 2 --label hot \
+	"$TB" --uri "$U" --dist zipf:1.1 --rw read --qd 16 --runtime "$WARM" --label warm >"$D/warm.txt"
+	"$TB" --uri "$U" --dist zipf:1.1 --rw read --qd 16 --runtime "$RUNTIME" --seed 2 --label hot \
 		--admin "$D/tierd.asok" >"$D/hot.txt" &
 	hp=$!
-	"$TB" --uri "$U" --dist seq --rw read --qd 16 --runtime 30 --label scan >"$D/scan.txt"
+	"$TB" --uri "$U" --dist seq --rw read --qd 16 --runtime "$RUNTIME" --label scan >"$D/scan.txt"
 	wait "$hp"
 	stop
 	printf '%-8s zipf: IOPS %s mean %s ms p99 %s ms hit %s base B/client B %s | scan: IOPS %s mean %s ms\n' "$2" \

@@ -7,7 +7,8 @@
 # after each run) with promotions (or fills) and flushes moving in a small
 # cache.  Then
 # the negative controls: --verify must fail against a server that drops
-# writes (nbdkit null), and an unreachable URI must fail.
+# writes (nbdkit null), and an unreachable URI must fail.  And a bounded run
+# of deploy/bench-scan.sh (its lines carry non-zero IOPS for both tierds).
 . "$(dirname "$0")/lib.sh"
 
 : "${TIER_BENCH:?set TIER_BENCH to the tier-bench binary}"
@@ -69,6 +70,13 @@ if command -v nbdkit >/dev/null; then
 	[ "$rc" = 1 ] || fail "tier-bench --verify exited $rc against a server that loses data"
 	grep -q 'blocks failed verification' "$WORK/null.err" || fail "no verification failure reported"
 fi
+
+log "deploy/bench-scan.sh, bounded: a zipf load beside a scan, one A/B round"
+SCAN_SIZE=64M SCAN_TARGET=8M SCAN_WARM=1 SCAN_RUNTIME=2 TIER_BENCH="$TIER_BENCH" \
+	bash "$(dirname "$0")/../../deploy/bench-scan.sh" "$WORK/scan" "$TIERD" "$TIERD" 1 \
+	>"$WORK/scan.out" 2>"$WORK/scan.err" || { cat "$WORK/scan.err" >&2; fail "bench-scan.sh failed"; }
+[ "$(grep -cE '^[AB]-1 +zipf: IOPS [1-9][0-9]* .* scan: IOPS [1-9][0-9]* ' "$WORK/scan.out")" = 2 ] ||
+	{ cat "$WORK/scan.out" >&2; fail "bench-scan.sh: no IOPS for both runs"; }
 
 log "an unreachable URI is an error"
 if "$TIER_BENCH" --uri "nbd+unix:///disk?socket=$WORK/nothing.sock" --qd 1 --ops 1 \
