@@ -379,21 +379,13 @@ static void fill_window(const struct tier_engine *e, const struct tier__obj *o,
 	*len = (uint32_t)((t < tier__obj_len(e, o) ? t : tier__obj_len(e, o)) - s);
 }
 
-/* Mark the extents of [off, off + len) in a fill hint's want set; their bytes the copy lacks. */
-static uint64_t want_window(const struct tier_engine *e, const struct tier__obj *o,
-			    uint64_t *want, uint32_t off, uint32_t len)
+/* Mark the extents of [off, off + len) in a fill hint's want set. */
+static void want_window(const struct tier_engine *e, uint64_t *want, uint32_t off, uint32_t len)
 {
-	uint64_t es = e->p.extent_size, end = (uint64_t)off + len, b = 0;
-	const uint64_t *valid = tier__obj_bits(o);   /* NULL: no copy yet */
+	uint64_t es = e->p.extent_size, end = (uint64_t)off + len;
 
-	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++) {
-		if (tier__bit(want, i))
-			continue;
+	for (uint64_t i = off / es; i < e->nbits && i * es < end; i++)
 		tier__bit_set(want, i);
-		if (!valid || !tier__bit(valid, i))
-			b += (i + 1) * es > tier__obj_len(e, o) ? tier__obj_len(e, o) - i * es : es;
-	}
-	return b;
 }
 
 /*
@@ -418,7 +410,7 @@ static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_i
 	h->len = len;
 	if (h->nbits) {
 		memset(h->nbits, 0, e->nwords * 8);
-		want_window(e, o, h->nbits, off, len);
+		want_window(e, h->nbits, off, len);
 	}
 	tier__resv_take(e, h, tier__fill_bytes(e, o, off, len, NULL, NULL), false);
 	o->flags |= TIER__OF_FQUEUED;
@@ -457,9 +449,10 @@ static void fill_hint_add(struct tier_engine *e, struct tier__obj *o, struct tie
 	if (!t)
 		return;
 	memcpy(t->nbits, h->nbits, e->nwords * 8);
-	add = want_window(e, o, t->nbits, off, len);
-	tier__fill_bytes(e, o, h->off, h->len, h->nbits, &r0);
-	tier__fill_bytes(e, o, noff, nlen, t->nbits, &r1);
+	want_window(e, t->nbits, off, len);
+	/* what the copy lacks of the set, and reads from base, before and after */
+	add = tier__fill_bytes(e, o, noff, nlen, t->nbits, &r1) -
+	      tier__fill_bytes(e, o, h->off, h->len, h->nbits, &r0);
 	/* the budget pays what it adds; the throttle guards base: what it reads more */
 	if (add && tier__fill_tokens(e, x->img, r1 > r0 ? r1 - r0 : 0, add)) {
 		memcpy(h->nbits, t->nbits, e->nwords * 8);
