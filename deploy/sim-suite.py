@@ -4,8 +4,10 @@
 CSV rows (one per policy, workload and cache) as markdown, then per policy
 the geometric means, and the issue's three goals for the column LABEL
 (default: "default").  A column LABEL-wN (a fill window) is compared with
-the engine LRU column ext-lru-wN when there is one.  Reads only the CSVs;
-decides nothing else."""
+the engine LRU column ext-lru-wN when there is one.  miss/OPT and
+miss/LRU are computed from the miss ratios at the CSV's full precision
+(exact to a request at 10^5 requests), a run without a miss counted as
+one.  Reads only the CSVs; decides nothing else."""
 import csv
 import math
 import re
@@ -19,6 +21,27 @@ PROMOTE_ALWAYS = "obj-hitset"   # the promote-always preset (hitset eviction)
 def gmean(xs):
     xs = [max(x, 1e-9) for x in xs]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def ref_kind(rows):
+    """Which references a policy's ratios divide by: "object" or "block"
+    (tier-sim divides by those of the policy's promote_granularity), told
+    from a row where it missed: the one its miss_over_opt was computed
+    with."""
+    for r in rows:
+        m, oo = float(r["miss"]), float(r["miss_over_opt"])
+        if m > 0 and oo > 0:
+            return min(("object", "block"),
+                       key=lambda k: abs(m / max(float(r["opt_miss_" + k]), 1e-12) - oo))
+    return "block"
+
+
+def ratio(r, ref, kind):
+    """miss over a reference, from the counts at full precision (the CSV's
+    ratio columns have 3 decimals: 1.0004 would read 1.000), a run without
+    a miss counted as one miss (a ratio of 0 would make any gmean 0)."""
+    m = max(float(r["miss"]), 1.0 / float(r["ops"]))
+    return m / max(float(r[ref + "_miss_" + kind]), 1.0 / float(r["ops"]))
 
 
 def main(args):
@@ -71,8 +94,9 @@ def main(args):
         m = re.search(r"-(w[0-9a-z]+)$", p)
         if m and p.startswith("ext") and "ext-lru-" + m.group(1) in pols:
             base = "ext-lru-" + m.group(1)
-        oo = [f(d[p], "miss_over_opt") for d in cases.values()]
-        ol = [f(d[p], "miss_over_lru") for d in cases.values()]
+        gran = ref_kind(d[p] for d in cases.values())
+        oo = [ratio(d[p], "opt", gran) for d in cases.values()]
+        ol = [ratio(d[p], "lru", gran) for d in cases.values()]
         above_ref = sum(1 for x in ol if x > 1.0 + 1e-9)
         if base:
             vb = [(f(d[p], "miss") + 1e-6) / (f(d[base], "miss") + 1e-6) for d in cases.values()]

@@ -61,6 +61,18 @@ w = [k for k in miss if k[0].startswith("zipf1.1") and k[1] == "default"][0][0]
 assert miss[(w, "default")] <= miss[(w, "ext-noext")] + 1e-12, (w, miss[(w, "default")], miss[(w, "ext-noext")])
 PY
 
+# sim-suite.py's ratios come from the counts, not the CSV's 3-decimal
+# columns: a miss 0.004% over the LRU counts as above it (it read 1.000),
+# and a run without a miss counts as one (a ratio of 0 made the gmean 0)
+H=policy,workload,ops,miss,miss_over_opt,miss_over_lru,opt_miss_object,lru_miss_object,opt_miss_block,lru_miss_block,cache_write_per_byte,base_busy_s,mem_per_object
+printf '%s\n' "$H" "default,a,1000,0.000000,0.000,0.000,0.9,0.9,0.010000,0.020000,0.5,1,64" \
+	"ext-lru,a,1000,0.000000,0.000,0.000,0.9,0.9,0.010000,0.020000,0.5,1,64" >"$T/a.csv"
+printf '%s\n' "$H" "default,b,1000,0.500020,1.000,1.000,0.9,0.9,0.500000,0.500000,0.5,1,64" \
+	"ext-lru,b,1000,0.500020,1.000,1.000,0.9,0.9,0.500000,0.500000,0.5,1,64" >"$T/b.csv"
+python3 "$HERE/../../deploy/sim-suite.py" "$T/a.csv" "$T/b.csv" >"$T/exact.md" || fail "sim-suite.py on exact.md"
+grep -q "every case: NOT met (1 of 2 cases above" "$T/exact.md" || fail "an excess under 0.0005 not counted: $(cat "$T/exact.md")"
+grep -q "^| default | 0.316 | " "$T/exact.md" || fail "a run without a miss: $(grep '^| default' "$T/exact.md")"
+
 # --policy default is the tierd preset, and tier-sim's defaults
 "$SIM" --dist zipf:1.1 --rw randrw:30 --size 256M --cache 32M --ops 5000 \
 	--policy default,tierd --csv "$T/d.csv" >/dev/null
