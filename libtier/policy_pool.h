@@ -16,6 +16,16 @@
  * Both thread intrusive doubly linked lists through the nodes by 32-bit
  * index.  Node indices stay valid while a pool grows; kpool node pointers do
  * not (re-fetch after an add), hpool node pointers do.
+ *
+ * tier__gq (policy_ghost.c): keys the map no longer holds (ARC's and
+ * S3-FIFO's ghosts), an exact FIFO that also deletes from the middle, with
+ * no links: a ring of uint64 keys, a bit per entry marking the ones deleted
+ * from the middle, one open-addressing index of 32-bit ring positions at
+ * load <= 3/4.  A ghost costs its key in the ring (8 bytes) and an index
+ * slot (4), times the slack of the power-of-two sizes: ring entries 1 to 4
+ * times the keys (deleted entries stay until the oldest end passes them or
+ * the ring is compacted), index slots 4/3 to 8/3 times: 13.5 to 43 bytes
+ * a ghost while their number holds steady.
  */
 #ifndef TIER_POLICY_POOL_H
 #define TIER_POLICY_POOL_H
@@ -143,4 +153,43 @@ void tier__hlist_unlink(struct tier__hpool *hp, struct tier__klist *l, uint32_t 
 void tier__klist_init(struct tier__klist *l);
 void tier__klist_push_head(struct tier__kpool *kp, struct tier__klist *l, uint32_t idx);
 void tier__klist_unlink(struct tier__kpool *kp, struct tier__klist *l, uint32_t idx);
+
+/*
+ * A ghost queue.  Entries are numbered by free-running sequence numbers,
+ * position seq & (cap - 1); [head, tail) holds the keys pushed and not yet
+ * popped, those deleted from the middle marked in dead.  The entry at head is
+ * live whenever the queue is not empty.
+ */
+struct tier__gq {
+	uint64_t *ring;           /* keys by position */
+	uint64_t *dead;           /* a bit per position: deleted from the middle */
+	uint32_t *slots;          /* ring position + 1, 0 = empty; power of two */
+	uint32_t mask;            /* slots - 1 */
+	uint32_t cap;             /* ring entries, power of two */
+	uint32_t head, tail;      /* oldest entry, next push; tail - head <= cap */
+	uint32_t live;            /* keys held */
+};
+
+/* An empty queue. -ENOMEM (q zeroed, tier__gq_fini harmless). */
+int tier__gq_init(struct tier__gq *q);
+/* Frees what q holds; q may be zeroed or initialised. */
+void tier__gq_fini(struct tier__gq *q);
+/* Ring position of key, or TIER__KNIL; valid until the next push, delete or pop. */
+uint32_t tier__gq_find(const struct tier__gq *q, uint64_t key);
+/*
+ * Key as the newest entry.  @pre key is not in q.  -ENOMEM: not added, q
+ * as it was.
+ */
+int tier__gq_push(struct tier__gq *q, uint64_t key);
+/* Forget the key at position pos (from tier__gq_find). */
+void tier__gq_del(struct tier__gq *q, uint32_t pos);
+/* Forget the oldest key and return it.  @pre tier__gq_count(q) > 0. */
+uint64_t tier__gq_pop(struct tier__gq *q);
+/* Bytes q allocated (ring, bitmap, index); q itself lives in its owner. */
+size_t tier__gq_bytes(const struct tier__gq *q);
+
+static inline uint32_t tier__gq_count(const struct tier__gq *q)
+{
+	return q->live;
+}
 #endif
