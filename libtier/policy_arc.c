@@ -17,9 +17,10 @@
  *
  * Storage: T1 and T2 are lists of handles (two 32-bit links and a 2-bit
  * list tag per handle: 8.25 bytes a cached object, in chunks that follow the
- * object map's slab); B1 and B2 are keyed pools of 16-byte nodes (key and
- * links) with their open-addressing indices, at most c ghosts in all while
- * the cache is at c, their bytes counted in bytes().
+ * object map's slab); B1 and B2 are ghost queues (struct tier__gq,
+ * policy_pool.h: keys in a ring and an index of ring positions, no links),
+ * at most c ghosts in all while the cache is at c, their bytes counted in
+ * bytes().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@
 #include "libtier/policy.h"
 #include "libtier/policy_pool.h"
 
-enum arc_list { ARC_T1 = 0, ARC_T2, ARC_B1, ARC_B2 };
+enum arc_list { ARC_T1 = 0, ARC_T2 };
+enum arc_ghost { ARC_B1 = 0, ARC_B2 };
 #define ARC_NONE 3u      /* the tag of a handle in neither T1 nor T2 */
 #define ARC_TAG_BITS 2u
 
@@ -35,8 +37,8 @@ struct arc_policy {
 	struct tier__policy base;
 	struct tier__hpool links;    /* T1 and T2: struct tier__hlinks by handle */
 	struct tier__hpool tag;      /* a handle's list, 2 bits: ARC_T1, ARC_T2 or ARC_NONE */
-	struct tier__kpool ghost[2]; /* B1 and B2: struct tier__knode by key */
-	struct tier__klist l[4];     /* head = most recent */
+	struct tier__klist l[2];     /* T1 and T2, head = most recent */
+	struct tier__gq ghost[2];    /* B1 and B2, oldest first */
 	uint64_t p;                  /* target size of T1, in objects */
 	uint64_t c;                  /* the most objects cached at once: ARC's c */
 };
@@ -62,8 +64,8 @@ static void arc_destroy(struct tier__policy *p)
 
 	tier__hpool_fini(&a->links);
 	tier__hpool_fini(&a->tag);
-	tier__kpool_fini(&a->ghost[0]);
-	tier__kpool_fini(&a->ghost[1]);
+	tier__gq_fini(&a->ghost[ARC_B1]);
+	tier__gq_fini(&a->ghost[ARC_B2]);
 	free(a);
 }
 
@@ -85,28 +87,23 @@ static void to_t2(struct arc_policy *a, uint32_t h)
 	tier__hlist_push_head(&a->links, &a->l[ARC_T2], h);
 }
 
-static void drop_tail(struct arc_policy *a, enum arc_list which)
+static uint64_t ghosts(const struct arc_policy *a, enum arc_ghost which)
 {
-	struct tier__kpool *g = &a->ghost[which - ARC_B1];
-	uint32_t t = a->l[which].tail;
-
-	tier__klist_unlink(g, &a->l[which], t);
-	tier__kpool_del(g, t);
+	return tier__gq_count(&a->ghost[which]);
 }
 
+/* Each ghost list forgets its least recent keys (the oldest pushed) first. */
 static void trim_ghosts(struct arc_policy *a)
 {
 	uint64_t c = arc_c(a);
+	uint64_t t1 = a->l[ARC_T1].count, t2 = a->l[ARC_T2].count;
 
-	while (a->l[ARC_B1].count && (uint64_t)a->l[ARC_T1].count + a->l[ARC_B1].count > c)
-		drop_tail(a, ARC_B1);
-	while (a->l[ARC_B2].count &&
-	       (uint64_t)a->l[ARC_T1].count + a->l[ARC_T2].count + a->l[ARC_B1].count +
-	       a->l[ARC_B2].count > 2 * c)
-		drop_tail(a, ARC_B2);
-	while (a->l[ARC_B1].count &&
-	       (uint64_t)a->l[ARC_T1].count + a->l[ARC_T2].count + a->l[ARC_B1].count > 2 * c)
-		drop_tail(a, ARC_B1);
+	while (ghosts(a, ARC_B1) && t1 + ghosts(a, ARC_B1) > c)
+		tier__gq_pop(&a->ghost[ARC_B1]);
+	while (ghosts(a, ARC_B2) && t1 + t2 + ghosts(a, ARC_B1) + ghosts(a, ARC_B2) > 2 * c)
+		tier__gq_pop(&a->ghost[ARC_B2]);
+	while (ghosts(a, ARC_B1) && t1 + t2 + ghosts(a, ARC_B1) > 2 * c)
+		tier__gq_pop(&a->ghost[ARC_B1]);
 	if (a->p > c)
 		a->p = c;
 }
@@ -116,13 +113,13 @@ static bool cached(const struct arc_policy *a, uint32_t h)
 	return tag_of(a, h) != ARC_NONE;
 }
 
-/* The ghost list key is in (ARC_B1, ARC_B2) with its node, or NO_GHOST. */
+/* The ghost list key is in (ARC_B1, ARC_B2) with its position there, or NO_GHOST. */
 #define NO_GHOST (-1)
-static int ghost_of(const struct arc_policy *a, uint64_t key, uint32_t *idx)
+static int ghost_of(const struct arc_policy *a, uint64_t key, uint32_t *pos)
 {
-	if ((*idx = tier__kpool_find(&a->ghost[0], key)) != TIER__KNIL)
+	if ((*pos = tier__gq_find(&a->ghost[ARC_B1], key)) != TIER__KNIL)
 		return ARC_B1;
-	if ((*idx = tier__kpool_find(&a->ghost[1], key)) != TIER__KNIL)
+	if ((*pos = tier__gq_find(&a->ghost[ARC_B2], key)) != TIER__KNIL)
 		return ARC_B2;
 	return NO_GHOST;
 }
@@ -153,8 +150,8 @@ static void arc_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_
 		trim_ghosts(a);
 		return;
 	}
-	b1 = a->l[ARC_B1].count;
-	b2 = a->l[ARC_B2].count;
+	b1 = ghosts(a, ARC_B1);
+	b2 = ghosts(a, ARC_B2);
 	if (g == ARC_B1) {
 		d = b1 && b2 > b1 ? b2 / b1 : 1;
 		a->p = a->p + d;
@@ -162,8 +159,7 @@ static void arc_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_
 		d = b2 && b1 > b2 ? b1 / b2 : 1;
 		a->p = a->p > d ? a->p - d : 0;
 	}
-	tier__klist_unlink(&a->ghost[g - ARC_B1], &a->l[g], gi);
-	tier__kpool_del(&a->ghost[g - ARC_B1], gi);
+	tier__gq_del(&a->ghost[g], gi);
 	set_tag(a, h, ARC_T2);
 	tier__hlist_push_head(&a->links, &a->l[ARC_T2], h);
 	trim_ghosts(a);
@@ -182,19 +178,14 @@ static void arc_access(struct tier__policy *p, uint64_t key, uint32_t h, uint64_
 static void arc_remove(struct tier__policy *p, uint64_t key, uint32_t h)
 {
 	struct arc_policy *a = arc_of(p);
-	enum arc_list b;
-	struct tier__kpool *g;
-	uint32_t gi;
 	unsigned t = tag_of(a, h);
 
 	if (t == ARC_NONE)
 		return;   /* not cached: nothing leaves */
-	b = t == ARC_T1 ? ARC_B1 : ARC_B2;
 	tier__hlist_unlink(&a->links, &a->l[t], h);
 	set_tag(a, h, ARC_NONE);
-	g = &a->ghost[b - ARC_B1];
-	if (tier__kpool_add(g, key, &gi) == 0)   /* out of memory: not remembered */
-		tier__klist_push_head(g, &a->l[b], gi);
+	/* out of memory: not remembered */
+	(void)tier__gq_push(&a->ghost[t == ARC_T1 ? ARC_B1 : ARC_B2], key);
 	trim_ghosts(a);
 }
 
@@ -240,7 +231,7 @@ static size_t arc_bytes(const struct tier__policy *p)
 	const struct arc_policy *a = (const struct arc_policy *)p;
 
 	return sizeof(*a) + tier__hpool_bytes(&a->links) + tier__hpool_bytes(&a->tag) +
-	       tier__kpool_bytes(&a->ghost[0]) + tier__kpool_bytes(&a->ghost[1]);
+	       tier__gq_bytes(&a->ghost[ARC_B1]) + tier__gq_bytes(&a->ghost[ARC_B2]);
 }
 
 static const struct tier__policy_ops arc_ops = {
@@ -268,16 +259,15 @@ int tier__policy_arc_create(const struct tier__policy_host *host, struct tier__p
 		return -ENOMEM;
 	tier__hpool_init(&a->links, sizeof(struct tier__hlinks));
 	tier__hpool_init(&a->tag, 1);   /* 4 handles a byte */
-	if (tier__kpool_init(&a->ghost[0], sizeof(struct tier__knode), 16) < 0 ||
-	    tier__kpool_init(&a->ghost[1], sizeof(struct tier__knode), 16) < 0) {
-		tier__kpool_fini(&a->ghost[0]);
+	if (tier__gq_init(&a->ghost[ARC_B1]) < 0 || tier__gq_init(&a->ghost[ARC_B2]) < 0) {
+		tier__gq_fini(&a->ghost[ARC_B1]);
 		free(a);
 		return -ENOMEM;
 	}
 	a->base.ops = &arc_ops;
 	a->base.host = *host;
-	for (int i = 0; i < 4; i++)
-		tier__klist_init(&a->l[i]);
+	tier__klist_init(&a->l[ARC_T1]);
+	tier__klist_init(&a->l[ARC_T2]);
 	*out = &a->base;
 	return 0;
 }
