@@ -14,8 +14,10 @@
  *
  * Storage: S and M are lists of handles (two 32-bit links and a 4-bit tag,
  * queue and 2-bit frequency, per handle: 8.5 bytes a cached object); G is a
- * keyed pool of 16-byte nodes with its index, at most 90% of the capacity
- * (or the tracked count, at least 1024), its bytes counted in bytes().
+ * ghost queue (struct tier__gq, policy_pool.h: keys in a ring and an index
+ * of ring positions, no links, sized to the ghosts it holds), at most 90%
+ * of the capacity (or the tracked count, at least 1024), its bytes counted
+ * in bytes().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,7 +34,7 @@
 #define S3_MOVE_THRESHOLD  1u
 #define S3_MIN_GHOST       1024u
 
-enum s3_queue { S3_SMALL = 0, S3_MAIN, S3_GHOST };
+enum s3_queue { S3_SMALL = 0, S3_MAIN };
 
 /* A cached handle's 4-bit tag: its queue (S3_SMALL or S3_MAIN) | its frequency << 1. */
 #define S3_NONE 15u
@@ -43,8 +45,8 @@ struct s3_policy {
 	uint64_t capacity;           /* objects; 0 = follow the tracked count */
 	struct tier__hpool links;    /* S and M: struct tier__hlinks by handle */
 	struct tier__hpool tag;      /* a handle's queue and frequency (4 bits), or S3_NONE */
-	struct tier__kpool ghost;    /* G: struct tier__knode by key */
-	struct tier__klist q[3];     /* head = newest */
+	struct tier__klist q[2];     /* S and M, head = newest */
+	struct tier__gq ghost;       /* G, oldest first */
 };
 
 static struct s3_policy *s3_of(struct tier__policy *p)
@@ -78,7 +80,7 @@ static void s3_destroy(struct tier__policy *p)
 
 	tier__hpool_fini(&s->links);
 	tier__hpool_fini(&s->tag);
-	tier__kpool_fini(&s->ghost);
+	tier__gq_fini(&s->ghost);
 	free(s);
 }
 
@@ -125,15 +127,14 @@ static void s3_insert(struct tier__policy *p, uint64_t key, uint32_t h, uint64_t
 	(void)now_ms;
 	if (cached(s, h))
 		return;   /* already cached: inserting again changes nothing */
-	gi = tier__kpool_find(&s->ghost, key);
+	gi = tier__gq_find(&s->ghost, key);
 	if (tier__hpool_reserve(&s->links, h) < 0 ||
 	    tier__htag_reserve(&s->tag, S3_TAG_BITS, h) < 0)
 		return;   /* out of memory: the key stays untracked */
 	q = S3_SMALL;
 	if (gi != TIER__KNIL) {
 		/* a ghost goes straight to M, its frequency 0 */
-		tier__klist_unlink(&s->ghost, &s->q[S3_GHOST], gi);
-		tier__kpool_del(&s->ghost, gi);
+		tier__gq_del(&s->ghost, gi);
 		q = S3_MAIN;
 	}
 	set_tag(s, h, q, 0);
@@ -155,7 +156,6 @@ static void s3_remove(struct tier__policy *p, uint64_t key, uint32_t h)
 {
 	struct s3_policy *s = s3_of(p);
 	uint64_t gmax;
-	uint32_t gi;
 	unsigned t = tag_of(s, h), q;
 
 	if (t == S3_NONE)
@@ -165,15 +165,10 @@ static void s3_remove(struct tier__policy *p, uint64_t key, uint32_t h)
 	tier__htag_set(&s->tag, S3_TAG_BITS, h, S3_NONE);
 	if (q == S3_MAIN)
 		return;
-	if (tier__kpool_add(&s->ghost, key, &gi) == 0)   /* out of memory: not remembered */
-		tier__klist_push_head(&s->ghost, &s->q[S3_GHOST], gi);
+	(void)tier__gq_push(&s->ghost, key);   /* out of memory: not remembered */
 	gmax = ghost_max(s);
-	while (s->q[S3_GHOST].count > gmax) {
-		uint32_t g = s->q[S3_GHOST].tail;
-
-		tier__klist_unlink(&s->ghost, &s->q[S3_GHOST], g);
-		tier__kpool_del(&s->ghost, g);
-	}
+	while (tier__gq_count(&s->ghost) > gmax)
+		tier__gq_pop(&s->ghost);
 }
 
 /* Walk state of one coldest() call over the S and M tails. */
@@ -264,7 +259,7 @@ static size_t s3_coldest(struct tier__policy *p, uint64_t *keys, size_t max,
 
 static bool s3_admit(struct tier__policy *p, uint64_t key)
 {
-	return tier__kpool_find(&s3_of(p)->ghost, key) != TIER__KNIL;
+	return tier__gq_find(&s3_of(p)->ghost, key) != TIER__KNIL;
 }
 
 static size_t s3_bytes(const struct tier__policy *p)
@@ -272,7 +267,7 @@ static size_t s3_bytes(const struct tier__policy *p)
 	const struct s3_policy *s = (const struct s3_policy *)p;
 
 	return sizeof(*s) + tier__hpool_bytes(&s->links) + tier__hpool_bytes(&s->tag) +
-	       tier__kpool_bytes(&s->ghost);
+	       tier__gq_bytes(&s->ghost);
 }
 
 static const struct tier__policy_ops s3_ops = {
@@ -290,7 +285,6 @@ int tier__policy_s3fifo_create(const struct tier__policy_host *host, uint64_t ca
 			       struct tier__policy **out)
 {
 	struct s3_policy *s = NULL;
-	uint64_t initial;
 	int rc = 0;
 
 	*out = NULL;
@@ -301,23 +295,19 @@ int tier__policy_s3fifo_create(const struct tier__policy_host *host, uint64_t ca
 	}
 	tier__hpool_init(&s->links, sizeof(struct tier__hlinks));
 	tier__hpool_init(&s->tag, 1);   /* 2 handles a byte */
-	/* room for the ghosts up front; the pool still grows */
-	initial = capacity_objects ? capacity_objects - capacity_objects / 10 : 16;
-	if (initial > (1u << 20))
-		initial = 1u << 20;
-	rc = tier__kpool_init(&s->ghost, sizeof(struct tier__knode), (uint32_t)initial);
+	rc = tier__gq_init(&s->ghost);
 	if (rc < 0)
 		goto out;
 	s->base.ops = &s3_ops;
 	s->base.host = *host;
 	s->capacity = capacity_objects;
-	for (int i = 0; i < 3; i++)
-		tier__klist_init(&s->q[i]);
+	tier__klist_init(&s->q[S3_SMALL]);
+	tier__klist_init(&s->q[S3_MAIN]);
 	*out = &s->base;
 	s = NULL;
 out:
 	if (s) {
-		tier__kpool_fini(&s->ghost);
+		tier__gq_fini(&s->ghost);
 		free(s);
 	}
 	return rc;
