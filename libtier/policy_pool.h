@@ -8,14 +8,8 @@
  * grows, no key and no index of its own (the map is the index; the host
  * gives a handle's key back).  Every node type starts with struct
  * tier__hlinks; new chunks are filled with 0xff bytes (links TIER__KNIL).
- *
- * tier__kpool: nodes keyed by uint64 with an open-addressing index, for
- * keys the map no longer holds (ARC's and S3-FIFO's ghosts).  Every node
- * type starts with struct tier__knode.
- *
- * Both thread intrusive doubly linked lists through the nodes by 32-bit
- * index.  Node indices stay valid while a pool grows; kpool node pointers do
- * not (re-fetch after an add), hpool node pointers do.
+ * Lists (struct tier__klist) thread through them by 32-bit handle; node
+ * pointers stay valid while the pool grows.
  *
  * tier__gq (policy_ghost.c): keys the map no longer holds (ARC's and
  * S3-FIFO's ghosts), an exact FIFO that also deletes from the middle, with
@@ -36,43 +30,13 @@
 
 #define TIER__KNIL UINT32_MAX
 
-struct tier__knode {
-	uint64_t key;
-	uint32_t prev, next;      /* toward head / toward tail; TIER__KNIL at the ends */
-};
-
-struct tier__kpool {
-	unsigned char *nodes;
-	size_t node_size;
-	uint32_t cap;             /* nodes allocated */
-	uint32_t used;            /* high-water mark of node indices */
-	uint32_t free_head;       /* free nodes chained through .next */
-	uint32_t live;
-	uint32_t *slots;          /* node index + 1, 0 = empty; power of two */
-	uint32_t mask;
-};
-
-/* A list: head = most recently pushed. */
+/* A list of handles: head = most recently pushed. */
 struct tier__klist {
 	uint32_t head, tail;
 	uint32_t count;
 };
 
-int tier__kpool_init(struct tier__kpool *kp, size_t node_size, uint32_t initial);
-void tier__kpool_fini(struct tier__kpool *kp);
-/* Node index of key, or TIER__KNIL. */
-uint32_t tier__kpool_find(const struct tier__kpool *kp, uint64_t key);
-/* New node for key (must not be present), links set to TIER__KNIL, the rest zeroed. -ENOMEM. */
-int tier__kpool_add(struct tier__kpool *kp, uint64_t key, uint32_t *idx);
-/* Drop node idx from the index and free it (unlink it from its list first). */
-void tier__kpool_del(struct tier__kpool *kp, uint32_t idx);
-/* Bytes held by the pool (nodes + index). */
-size_t tier__kpool_bytes(const struct tier__kpool *kp);
-
-static inline struct tier__knode *tier__kpool_node(const struct tier__kpool *kp, uint32_t idx)
-{
-	return (struct tier__knode *)(void *)(kp->nodes + (size_t)idx * kp->node_size);
-}
+void tier__klist_init(struct tier__klist *l);
 
 /*
  * Handle-indexed nodes.  Chunks of TIER__HCHUNK nodes of node_size bytes:
@@ -149,10 +113,6 @@ static inline int tier__htag_reserve(struct tier__hpool *hp, unsigned bits, uint
 
 void tier__hlist_push_head(struct tier__hpool *hp, struct tier__klist *l, uint32_t h);
 void tier__hlist_unlink(struct tier__hpool *hp, struct tier__klist *l, uint32_t h);
-
-void tier__klist_init(struct tier__klist *l);
-void tier__klist_push_head(struct tier__kpool *kp, struct tier__klist *l, uint32_t idx);
-void tier__klist_unlink(struct tier__kpool *kp, struct tier__klist *l, uint32_t idx);
 
 /*
  * A ghost queue.  Entries are numbered by free-running sequence numbers,
