@@ -711,7 +711,8 @@ static void test_arc_ghosts_are_bounded_by_the_cache(void **state)
  * that held them before (a new key starts cold, the old one is a ghost where
  * the policy keeps ghosts), and a cached object costs the policy its links
  * and tag: 13 bytes (hitset), 8.5 (s3fifo), 8.25 (arc), 8 (lru), plus the
- * ghosts' 16-byte nodes and index.
+ * ghosts (empty here: their queues start at a few hundred bytes; full in
+ * test_policies_ghost_bytes).
  */
 static void test_policies_recycled_handles_and_bytes(void **state)
 {
@@ -760,6 +761,67 @@ static void test_policies_recycled_handles_and_bytes(void **state)
 		tier__policy_destroy(p);
 	}
 	hfix_free(f);
+}
+
+/*
+ * Handles 0 .. GN - 1 of the ghost test: key (serial << 20) | handle, so a
+ * victim's key names its handle.
+ */
+#define GN (4 * 4096)
+static uint64_t gn_key[GN];
+
+static uint64_t gn_key_of(const void *ctx, uint32_t h)
+{
+	(void)ctx;
+	assert_true(h < GN);
+	return gn_key[h];
+}
+
+/*
+ * A full cache that churns one new key through at a time until it holds
+ * as many ghosts as cached objects (ARC's B1, S3-FIFO's G): each ghost costs
+ * its 8-byte key in the ring and, at this count, two 4-byte index slots
+ * (load 1/2), a bit of bitmap; no links.
+ */
+static void test_policies_ghost_bytes(void **state)
+{
+	/* ARC's victims leave T1 for B1 once the rest were hit (T2); S3-FIFO's leave S for G unhit */
+	static const struct { enum tier_evict_policy which; double per_obj; bool hit; } pol[] = {
+		{ TIER_EVICT_ARC, 8.25, true },
+		{ TIER_EVICT_S3FIFO, 8.5, false },
+	};
+	static const struct tier__policy_host gn_host = { .key_of = gn_key_of };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(pol) / sizeof(pol[0]); i++) {
+		struct tier__policy *p;
+		uint32_t spare = GN - 1;
+		uint64_t v;
+		double b;
+
+		assert_int_equal(tier__policy_create(pol[i].which, &gn_host, NULL, NULL, 0, &p), 0);
+		/* GN - 1 cached, the last handle spare */
+		for (uint32_t h = 0; h < spare; h++) {
+			gn_key[h] = (uint64_t)(h + 1) << 20 | h;
+			p->ops->insert(p, gn_key[h], h, 0);
+			if (pol[i].hit)
+				p->ops->access(p, gn_key[h], h, 0);
+		}
+		for (uint64_t n = GN; n < 2 * GN; n++) {
+			gn_key[spare] = n << 20 | spare;
+			p->ops->insert(p, gn_key[spare], spare, 0);
+			assert_int_equal(p->ops->coldest(p, &v, 1, NULL, NULL), 1);
+			spare = (uint32_t)(v & ((1u << 20) - 1));
+			p->ops->remove(p, v, spare);
+			assert_true(p->ops->admit(p, v));   /* remembered */
+		}
+		b = (double)tier__policy_bytes(p);
+		print_message("%s: %.0f bytes for %d cached objects and as many ghosts (%.2f each)\n",
+			      p->ops->name, b, GN - 1, b / GN);
+		assert_true(b <= GN * (pol[i].per_obj + 8 + 8 + 0.125) + 4096);
+		assert_true(b >= GN * (pol[i].per_obj + 8));
+		tier__policy_destroy(p);
+	}
 }
 
 /* ---- the TinyLFU sketch ---- */
@@ -840,6 +902,7 @@ int main(void)
 		cmocka_unit_test(test_arc_ghost_hits_adapt_the_target),
 		cmocka_unit_test(test_arc_ghosts_are_bounded_by_the_cache),
 		cmocka_unit_test(test_policies_recycled_handles_and_bytes),
+		cmocka_unit_test(test_policies_ghost_bytes),
 		cmocka_unit_test(test_sketch_counts_ages_and_saturates),
 		cmocka_unit_test(test_sketch_separates_hot_from_cold),
 	};
