@@ -24,6 +24,13 @@ blocks.  It prints the misses after the warm-up for each VARIANT:
                 by the other kind's drops (ARC's rule)
   spike:S,L,T   new blocks enter referenced while the miss rate averaged
                 with weight S is over T times the one with weight L
+  fifo:F        new blocks wait in a FIFO of their own (S3-FIFO's small
+                queue, at block granularity) and leave it, oldest first,
+                when the cache is over its size and the FIFO over F of it
+                (or nothing else is cached): into the clock if hit while
+                there (unreferenced), else out of the cache; the hand only
+                walks blocks that came through.  Prints the FIFO's mean
+                share of the cache too.
   lru           an LRU of blocks (tier-sim's reference)
 
 (docs/BENCHMARKS.md, "What is left on shift, log and vms".)
@@ -35,9 +42,48 @@ import re
 LINE = re.compile(r"^tier-sim: \[engine\] (?:read|write) \S+\.([0-9a-f]+) \+(\d+) len \d+: ([a-z-]+)")
 
 
+def run_fifo(seq, cap, nobj, warm, share):
+    objs = collections.defaultdict(dict)   # object -> {block: referenced}, the clock's
+    fifo = collections.OrderedDict()       # (object, block) -> hit while there
+    nclock = hand = miss = 0
+    fmax = max(1, int(share * cap))
+    occ = 0
+    for i, (o, b) in enumerate(seq):
+        d = objs[o]
+        if b in d:
+            d[b] = 1
+        elif (o, b) in fifo:
+            fifo[(o, b)] = 1
+        else:
+            miss += i >= warm
+            fifo[(o, b)] = 0
+            while nclock + len(fifo) > cap:
+                if len(fifo) > fmax or not nclock:
+                    (fo, fb), hit = fifo.popitem(last=False)
+                    if hit:
+                        objs[fo][fb] = 0
+                        nclock += 1
+                    continue
+                dropped = False
+                while not dropped:
+                    hand = (hand + 1) % nobj
+                    dd = objs.get(hand)
+                    for bb in list(dd or ()):
+                        if dd[bb]:
+                            dd[bb] = 0
+                        else:
+                            del dd[bb]
+                            nclock -= 1
+                            dropped = True
+        occ += len(fifo)
+    return miss, occ / max(1, len(seq)) / cap
+
+
 def run(seq, cap, nobj, warm, variant):
     name, _, arg = variant.partition(":")
     args = [float(x) for x in arg.split(",")] if arg else []
+    if name == "fifo":
+        return run_fifo(seq, cap, nobj, warm, args[0])
     if name == "lru":
         lru = collections.OrderedDict()
         miss = 0
@@ -119,7 +165,11 @@ def main():
             seq.append((int(m.group(1), 16) % a.objects, int(m.group(2)) >> 12))
     cap = int(a.cache_bytes * 0.8 / 4096)
     for v in a.variant:
-        print("%s: %d misses" % (v, run(seq, cap, a.objects, a.warmup, v)))
+        r = run(seq, cap, a.objects, a.warmup, v)
+        if isinstance(r, tuple):
+            print("%s: %d misses (FIFO %.1f%% of the cache)" % (v, r[0], 100 * r[1]))
+        else:
+            print("%s: %d misses" % (v, r))
 
 
 if __name__ == "__main__":
