@@ -19,7 +19,9 @@
  * slot (4), times the slack of the power-of-two sizes: ring entries 1 to 4
  * times the keys (deleted entries stay until the oldest end passes them or
  * the ring is compacted), index slots 4/3 to 8/3 times: 13.5 to 43 bytes
- * a ghost while their number holds steady.
+ * a ghost while their number holds steady; after it fell (ARC's B1 and B2
+ * trade sizes) up to ~130 until it is under an eighth of the ring, which
+ * then halves.
  */
 #ifndef TIER_POLICY_POOL_H
 #define TIER_POLICY_POOL_H
