@@ -30,7 +30,15 @@ blocks.  It prints the misses after the warm-up for each VARIANT:
                 (or nothing else is cached): into the clock if hit while
                 there (unreferenced), else out of the cache; the hand only
                 walks blocks that came through.  Prints the FIFO's mean
-                share of the cache too.
+                share of the cache and the record writes (FIFO exits and
+                hand visits that dropped something: one metadata write
+                each in the engine's partial eviction) too.
+  fifogen:G     fifo:0.1 with the blocks leaving in batches, one per
+                object and generation (a generation every 1/G of the
+                cache's worth of new blocks): an order the engine could
+                keep in bits per extent, fewer record writes
+  fifoobj       fifo:0.1 with one batch per object (an object's new blocks
+                join its batch while it waits)
   lru           an LRU of blocks (tier-sim's reference)
 
 (docs/BENCHMARKS.md, "What is left on shift, log and vms".)
@@ -42,27 +50,42 @@ import re
 LINE = re.compile(r"^tier-sim: \[engine\] (?:read|write) \S+\.([0-9a-f]+) \+(\d+) len \d+: ([a-z-]+)")
 
 
-def run_fifo(seq, cap, nobj, warm, share):
+def run_fifo(seq, cap, nobj, warm, share, gens=0, per_object=False):
+    """fifo:F, fifogen:G and fifoobj: (misses, the FIFO's mean share of the
+    cache, record writes: FIFO exits and hand visits that dropped blocks,
+    each one metadata write in the engine's partial eviction)."""
     objs = collections.defaultdict(dict)   # object -> {block: referenced}, the clock's
-    fifo = collections.OrderedDict()       # (object, block) -> hit while there
-    nclock = hand = miss = 0
+    new = {}                               # (object, block) -> hit while waiting
+    fifo = collections.OrderedDict()       # (tag, object) -> its blocks, oldest batch first
+    step = max(1, int(cap / gens)) if gens else 1
+    nclock = hand = miss = ins = writes = 0
     fmax = max(1, int(share * cap))
     occ = 0
     for i, (o, b) in enumerate(seq):
         d = objs[o]
         if b in d:
             d[b] = 1
-        elif (o, b) in fifo:
-            fifo[(o, b)] = 1
+        elif (o, b) in new:
+            new[(o, b)] = 1
         else:
             miss += i >= warm
-            fifo[(o, b)] = 0
-            while nclock + len(fifo) > cap:
-                if len(fifo) > fmax or not nclock:
-                    (fo, fb), hit = fifo.popitem(last=False)
-                    if hit:
-                        objs[fo][fb] = 0
-                        nclock += 1
+            new[(o, b)] = 0
+            # the block's batch: its object's open one, its object's of the
+            # current generation, or the block alone
+            tag = 0 if per_object else ins // step if gens else b
+            ins += 1
+            fifo.setdefault((tag, o), []).append(b)
+            while nclock + len(new) > cap:
+                if len(new) > fmax or not nclock:
+                    (_, fo), blocks = fifo.popitem(last=False)
+                    dropped = False
+                    for fb in blocks:
+                        if new.pop((fo, fb)):
+                            objs[fo][fb] = 0
+                            nclock += 1
+                        else:
+                            dropped = True
+                    writes += dropped
                     continue
                 dropped = False
                 while not dropped:
@@ -75,8 +98,9 @@ def run_fifo(seq, cap, nobj, warm, share):
                             del dd[bb]
                             nclock -= 1
                             dropped = True
-        occ += len(fifo)
-    return miss, occ / max(1, len(seq)) / cap
+                writes += 1
+        occ += len(new)
+    return miss, occ / max(1, len(seq)) / cap, writes
 
 
 def run(seq, cap, nobj, warm, variant):
@@ -84,6 +108,10 @@ def run(seq, cap, nobj, warm, variant):
     args = [float(x) for x in arg.split(",")] if arg else []
     if name == "fifo":
         return run_fifo(seq, cap, nobj, warm, args[0])
+    if name == "fifogen":
+        return run_fifo(seq, cap, nobj, warm, 0.1, gens=args[0])
+    if name == "fifoobj":
+        return run_fifo(seq, cap, nobj, warm, 0.1, per_object=True)
     if name == "lru":
         lru = collections.OrderedDict()
         miss = 0
@@ -99,7 +127,7 @@ def run(seq, cap, nobj, warm, variant):
     K, A = (int(args[0]), int(args[1])) if name == "ages" else (1, 0)
     objs = collections.defaultdict(dict)   # object -> {block: [age, referenced, hit]}
     ghosts = {}                            # block -> (hand steps at the drop, was hit)
-    n = hand = steps = miss = 0
+    n = hand = steps = miss = writes = 0
     w, drops = 0.0, [1.0, 1.0]
     fast = slow = 0.15
     for i, (o, b) in enumerate(seq):
@@ -135,6 +163,7 @@ def run(seq, cap, nobj, warm, variant):
             dd = objs.get(hand)
             if not dd:
                 continue
+            dropped = False
             for bb in list(dd):
                 e = dd[bb]
                 if e[1]:
@@ -144,10 +173,12 @@ def run(seq, cap, nobj, warm, variant):
                 if e[0] >= K:
                     del dd[bb]
                     n -= 1
+                    dropped = True
                     if name in ("ghost", "learned"):
                         ghosts[(hand, bb)] = (steps, e[2])
                         drops[0 if e[2] else 1] += 1
-    return miss
+            writes += dropped
+    return miss, writes
 
 
 def main():
@@ -166,10 +197,13 @@ def main():
     cap = int(a.cache_bytes * 0.8 / 4096)
     for v in a.variant:
         r = run(seq, cap, a.objects, a.warmup, v)
-        if isinstance(r, tuple):
-            print("%s: %d misses (FIFO %.1f%% of the cache)" % (v, r[0], 100 * r[1]))
-        else:
+        if isinstance(r, int):
             print("%s: %d misses" % (v, r))
+        elif len(r) == 2:
+            print("%s: %d misses (%d record writes)" % (v, r[0], r[1]))
+        else:
+            print("%s: %d misses (FIFO %.1f%% of the cache, %d record writes)" % (
+                v, r[0], 100 * r[1], r[2]))
 
 
 if __name__ == "__main__":

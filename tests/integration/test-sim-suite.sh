@@ -130,7 +130,7 @@ PY
 python3 "$HERE/../../deploy/sim-trace-lru.py" "$T/trace" 53687091 --warmup 2000 >"$T/tl.txt" ||
 	fail "sim-trace-lru.py"
 python3 "$HERE/../../deploy/sim-clock-model.py" "$T/trace" 53687091 lru probation clock \
-	ages:2,0 ghost learned:0.03 spike:0.001,0.00002,1.5 fifo:0.1 --warmup 2000 >"$T/cm.txt" ||
+	ages:2,0 ghost learned:0.03 spike:0.001,0.00002,1.5 fifo:0.1 fifogen:4 fifoobj --warmup 2000 >"$T/cm.txt" ||
 	fail "sim-clock-model.py"
 cat "$T/tl.txt" "$T/cm.txt"
 python3 - "$T/trace.csv" "$T/tl.txt" "$T/cm.txt" <<'PY' || fail "trace tools check"
@@ -143,7 +143,8 @@ assert m and int(m.group(1)) == miss, (m and m.groups(), miss)
 assert abs(int(m.group(2)) - lru) <= lru // 100, (m.groups(), lru)   # trace order vs arrival
 cm = dict(l.split(": ") for l in open(sys.argv[3]).read().splitlines())
 assert int(cm["lru"].split()[0]) == int(m.group(2)), (cm, m.groups())
-assert len(cm) == 8 and all(int(v.split()[0]) > 0 for v in cm.values()), cm
-assert re.search(r"\(FIFO [0-9.]+% of the cache\)$", cm["fifo:0.1"]), cm
+assert len(cm) == 10 and all(int(v.split()[0]) > 0 for v in cm.values()), cm
+for v in ("fifo:0.1", "fifogen:4", "fifoobj"):
+    assert re.search(r"\(FIFO [0-9.]+% of the cache, [0-9]+ record writes\)$", cm[v]), cm
 PY
 echo "sim suite: ok"
