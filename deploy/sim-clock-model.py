@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """deploy/sim-clock-model.py - a clock over extents, as a model, on a trace.
 
-    sim-clock-model.py TRACE CACHE_BYTES VARIANT...   [--objects N] [--warmup N]
+    sim-clock-model.py TRACE CACHE_BYTES VARIANT...   [--objects N] [--warmup N] [--dirty]
 
 The request sequence of a tier-sim debug trace (-v -v; see
 sim-trace-lru.py) through a model of the engine's eviction in extent mode
@@ -10,7 +10,9 @@ sim-trace-lru.py) through a model of the engine's eviction in extent mode
 objects in order and, at each, clearing the reference bit of every block
 hit since its last pass and dropping the others, as far as the usable size
 (CACHE_BYTES x 0.8) needs; every miss admitted, no timing, no dirty
-blocks.  It prints the misses after the warm-up for each VARIANT:
+blocks unless --dirty.  It prints the misses after the warm-up for each
+VARIANT, and for the clocks the record writes (hand visits that dropped
+something: one metadata write each in the engine's partial eviction):
 
   probation     new blocks enter unreferenced (the engine's rule)
   clock         new blocks enter referenced (a plain CLOCK)
@@ -37,8 +39,14 @@ blocks.  It prints the misses after the warm-up for each VARIANT:
                 object and generation (a generation every 1/G of the
                 cache's worth of new blocks): an order the engine could
                 keep in bits per extent, fewer record writes
+  fifogen:G,0   the same with --dirty: a new block flushed at the FIFO's
+                end goes to the clock (by default it goes round the FIFO
+                again)
   fifoobj       fifo:0.1 with one batch per object (an object's new blocks
                 join its batch while it waits)
+
+--dirty: a write dirties its block, and a dirty block is never dropped:
+where it would go it is flushed (counted) and goes at its next look.
   lru           an LRU of blocks (tier-sim's reference)
 
 (docs/BENCHMARKS.md, "What is left on shift, log and vms".)
@@ -47,29 +55,35 @@ import argparse
 import collections
 import re
 
-LINE = re.compile(r"^tier-sim: \[engine\] (?:read|write) \S+\.([0-9a-f]+) \+(\d+) len \d+: ([a-z-]+)")
+LINE = re.compile(r"^tier-sim: \[engine\] (read|write) \S+\.([0-9a-f]+) \+(\d+) len \d+: ([a-z-]+)")
 
 
-def run_fifo(seq, cap, nobj, warm, share, gens=0, per_object=False):
+def run_fifo(seq, cap, nobj, warm, share, gens=0, per_object=False, wr=None, requeue=True):
     """fifo:F, fifogen:G and fifoobj: (misses, the FIFO's mean share of the
     cache, record writes: FIFO exits and hand visits that dropped blocks,
-    each one metadata write in the engine's partial eviction)."""
-    objs = collections.defaultdict(dict)   # object -> {block: referenced}, the clock's
-    new = {}                               # (object, block) -> hit while waiting
+    each one metadata write in the engine's partial eviction, flushes).
+    With wr (--dirty), a dirty block is never dropped: where it would go it
+    is flushed and stays, a new one queued again at the FIFO's tail
+    (requeue) or passed to the clock unreferenced."""
+    objs = collections.defaultdict(dict)   # object -> {block: [referenced, dirty]}, the clock's
+    new = {}                               # (object, block) -> [hit while waiting, dirty]
     fifo = collections.OrderedDict()       # (tag, object) -> its blocks, oldest batch first
     step = max(1, int(cap / gens)) if gens else 1
-    nclock = hand = miss = ins = writes = 0
+    nclock = hand = miss = ins = writes = flushes = 0
     fmax = max(1, int(share * cap))
     occ = 0
     for i, (o, b) in enumerate(seq):
         d = objs[o]
+        w = bool(wr and wr[i])
         if b in d:
-            d[b] = 1
+            d[b][0] = 1
+            d[b][1] |= w
         elif (o, b) in new:
-            new[(o, b)] = 1
+            new[(o, b)][0] = 1
+            new[(o, b)][1] |= w
         else:
             miss += i >= warm
-            new[(o, b)] = 0
+            new[(o, b)] = [0, w]
             # the block's batch: its object's open one, its object's of the
             # current generation, or the block alone
             tag = 0 if per_object else ins // step if gens else b
@@ -80,9 +94,15 @@ def run_fifo(seq, cap, nobj, warm, share, gens=0, per_object=False):
                     (_, fo), blocks = fifo.popitem(last=False)
                     dropped = False
                     for fb in blocks:
-                        if new.pop((fo, fb)):
-                            objs[fo][fb] = 0
+                        hit, dirty = new.pop((fo, fb))
+                        if dirty and not hit:
+                            flushes += 1
+                        if hit or (dirty and not requeue):
+                            objs[fo][fb] = [0, 0 if not hit else dirty]
                             nclock += 1
+                        elif dirty:
+                            new[(fo, fb)] = [0, 0]
+                            fifo.setdefault((("again", ins), fo), []).append(fb)
                         else:
                             dropped = True
                     writes += dropped
@@ -92,26 +112,30 @@ def run_fifo(seq, cap, nobj, warm, share, gens=0, per_object=False):
                     hand = (hand + 1) % nobj
                     dd = objs.get(hand)
                     for bb in list(dd or ()):
-                        if dd[bb]:
-                            dd[bb] = 0
+                        if dd[bb][0]:
+                            dd[bb][0] = 0
+                        elif dd[bb][1]:
+                            dd[bb][1] = 0
+                            flushes += 1
                         else:
                             del dd[bb]
                             nclock -= 1
                             dropped = True
                 writes += 1
         occ += len(new)
-    return miss, occ / max(1, len(seq)) / cap, writes
+    return miss, occ / max(1, len(seq)) / cap, writes, flushes
 
 
-def run(seq, cap, nobj, warm, variant):
+def run(seq, cap, nobj, warm, variant, wr=None):
     name, _, arg = variant.partition(":")
     args = [float(x) for x in arg.split(",")] if arg else []
     if name == "fifo":
-        return run_fifo(seq, cap, nobj, warm, args[0])
+        return run_fifo(seq, cap, nobj, warm, args[0], wr=wr)
     if name == "fifogen":
-        return run_fifo(seq, cap, nobj, warm, 0.1, gens=args[0])
+        return run_fifo(seq, cap, nobj, warm, 0.1, gens=args[0], wr=wr,
+                        requeue=len(args) < 2 or args[1] != 0)
     if name == "fifoobj":
-        return run_fifo(seq, cap, nobj, warm, 0.1, per_object=True)
+        return run_fifo(seq, cap, nobj, warm, 0.1, per_object=True, wr=wr)
     if name == "lru":
         lru = collections.OrderedDict()
         miss = 0
@@ -127,7 +151,7 @@ def run(seq, cap, nobj, warm, variant):
     K, A = (int(args[0]), int(args[1])) if name == "ages" else (1, 0)
     objs = collections.defaultdict(dict)   # object -> {block: [age, referenced, hit]}
     ghosts = {}                            # block -> (hand steps at the drop, was hit)
-    n = hand = steps = miss = writes = 0
+    n = hand = steps = miss = writes = flushes = 0
     w, drops = 0.0, [1.0, 1.0]
     fast = slow = 0.15
     for i, (o, b) in enumerate(seq):
@@ -136,8 +160,10 @@ def run(seq, cap, nobj, warm, variant):
         if name == "spike":
             fast += ((x is None) - fast) * args[0]
             slow += ((x is None) - slow) * args[1]
+        w = bool(wr and wr[i])
         if x is not None:
             x[1] = x[2] = 1
+            x[3] |= w
             continue
         miss += i >= warm
         ref = name == "clock"
@@ -153,7 +179,7 @@ def run(seq, cap, nobj, warm, variant):
             ref = (o - hand) % nobj < w * nobj
         elif name == "spike":
             ref = i > 2000 and fast > args[2] * slow
-        d[b] = [A, 1 if ref else 0, 0]
+        d[b] = [A, 1 if ref else 0, 0, w]
         n += 1
         while n > cap:
             hand = (hand + 1) % nobj
@@ -170,7 +196,10 @@ def run(seq, cap, nobj, warm, variant):
                     e[0], e[1] = 0, 0
                     continue
                 e[0] += 1
-                if e[0] >= K:
+                if e[0] >= K and e[3]:
+                    e[0], e[3] = K - 1, 0   # flushed: it goes at the next look
+                    flushes += 1
+                elif e[0] >= K:
                     del dd[bb]
                     n -= 1
                     dropped = True
@@ -178,7 +207,7 @@ def run(seq, cap, nobj, warm, variant):
                         ghosts[(hand, bb)] = (steps, e[2])
                         drops[0 if e[2] else 1] += 1
             writes += dropped
-    return miss, writes
+    return miss, writes, flushes
 
 
 def main():
@@ -188,22 +217,26 @@ def main():
     ap.add_argument("variant", nargs="+")
     ap.add_argument("--objects", type=int, default=256)
     ap.add_argument("--warmup", type=int, default=20000)
+    ap.add_argument("--dirty", action="store_true",
+                    help="writes dirty their block; a dirty block is flushed, never dropped")
     a = ap.parse_args()
-    seq = []
+    seq, wr = [], []
     for line in open(a.trace, errors="replace"):
         m = LINE.match(line)
-        if m and m.group(3) != "wait":
-            seq.append((int(m.group(1), 16) % a.objects, int(m.group(2)) >> 12))
+        if m and m.group(4) != "wait":
+            seq.append((int(m.group(2), 16) % a.objects, int(m.group(3)) >> 12))
+            wr.append(m.group(1) == "write")
     cap = int(a.cache_bytes * 0.8 / 4096)
     for v in a.variant:
-        r = run(seq, cap, a.objects, a.warmup, v)
+        r = run(seq, cap, a.objects, a.warmup, v, wr if a.dirty else None)
+        fl = ", %d flushes" % r[-1] if a.dirty and not isinstance(r, int) else ""
         if isinstance(r, int):
             print("%s: %d misses" % (v, r))
-        elif len(r) == 2:
-            print("%s: %d misses (%d record writes)" % (v, r[0], r[1]))
+        elif len(r) == 3:
+            print("%s: %d misses (%d record writes%s)" % (v, r[0], r[1], fl))
         else:
-            print("%s: %d misses (FIFO %.1f%% of the cache, %d record writes)" % (
-                v, r[0], 100 * r[1], r[2]))
+            print("%s: %d misses (FIFO %.1f%% of the cache, %d record writes%s)" % (
+                v, r[0], 100 * r[1], r[2], fl))
 
 
 if __name__ == "__main__":

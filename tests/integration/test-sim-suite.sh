@@ -132,7 +132,11 @@ python3 "$HERE/../../deploy/sim-trace-lru.py" "$T/trace" 53687091 --warmup 2000 
 python3 "$HERE/../../deploy/sim-clock-model.py" "$T/trace" 53687091 lru probation clock \
 	ages:2,0 ghost learned:0.03 spike:0.001,0.00002,1.5 fifo:0.1 fifogen:4 fifoobj --warmup 2000 >"$T/cm.txt" ||
 	fail "sim-clock-model.py"
-cat "$T/tl.txt" "$T/cm.txt"
+python3 "$HERE/../../deploy/sim-clock-model.py" "$T/trace" 8388608 probation fifogen:4 fifogen:4,0 \
+	--warmup 2000 --dirty >"$T/cmd.txt" || fail "sim-clock-model.py --dirty"
+grep -q "^fifogen:4,0: [0-9]* misses (FIFO .* record writes, [0-9]* flushes)$" "$T/cmd.txt" ||
+	fail "sim-clock-model.py --dirty: $(cat "$T/cmd.txt")"
+cat "$T/tl.txt" "$T/cm.txt" "$T/cmd.txt"
 python3 - "$T/trace.csv" "$T/tl.txt" "$T/cm.txt" <<'PY' || fail "trace tools check"
 import csv, re, sys
 r = next(csv.DictReader(open(sys.argv[1])))
