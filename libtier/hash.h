@@ -4,8 +4,9 @@
  * finaliser (full avalanche on all 64 bits).  Its values are persisted: the
  * hitset bloom filters archived in the cache pool are indexed by it and
  * reloaded after a restart, so it must never change.  Hash tables (the
- * object map, tier-sim's OPT id map) use it too.  String keys have their own
- * hash, tier__hash_str (store/store.c).
+ * object map, the ghost queues of policy_ghost.c, tier-sim's OPT id map)
+ * use it too.  String keys have their own hash, tier__hash_str
+ * (store/store.c).
  */
 #ifndef TIER_HASH_H
 #define TIER_HASH_H

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libtier/hash.h"
 #include "libtier/policy_pool.h"
 
 /* The smallest ring and index: a queue that empties shrinks no further. */
@@ -32,12 +33,7 @@
 
 static uint32_t slot_of(uint64_t key, uint32_t mask)
 {
-	key ^= key >> 33;
-	key *= 0xff51afd7ed558ccdull;
-	key ^= key >> 33;
-	key *= 0xc4ceb9fe1a85ec53ull;
-	key ^= key >> 33;
-	return (uint32_t)key & mask;
+	return (uint32_t)tier__mix64(key) & mask;
 }
 
 static size_t dead_words(uint32_t cap)
