@@ -9,6 +9,11 @@
 #   SUITE_OPS      requests per run (default 200000; the first 10% warm up)
 #   SUITE_SIZE     image = footprint (default 1G: 256 objects of 4 MiB)
 #   SUITE_CACHES   cache sizes in % of the footprint (default "5 10 25")
+#   SUITE_CACHE_OF image (default: % of SUITE_SIZE, which the default 1G
+#                  images are: every block is touched) or footprint (% of
+#                  the 4 KiB blocks a run touches, tier-sim --cache P%: for
+#                  wide images, e.g. SUITE_SIZE=16G, where a run touches a
+#                  few percent of the image; docs/BENCHMARKS.md "Wide images")
 #   SUITE_WORKLOADS  names to run (default all, see below)
 #   SUITE_POLICIES   tier-sim policy specs, comma separated (default below)
 #   SUITE_JOBS     runs at a time (default 2)
@@ -21,6 +26,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OPS=${SUITE_OPS:-200000}
 SIZE=${SUITE_SIZE:-1G}
 CACHES=${SUITE_CACHES:-"5 10 25"}
+CACHE_OF=${SUITE_CACHE_OF:-image}
+case $CACHE_OF in image|footprint) ;; *) echo "sim-suite: SUITE_CACHE_OF must be image or footprint" >&2; exit 2 ;; esac
 JOBS=${SUITE_JOBS:-2}
 WARM=$((OPS / 10))
 SHIFT=$((OPS / 6))
@@ -54,7 +61,7 @@ size_b=$(numfmt --from=iec "$SIZE")
 for w in $WORKLOADS; do
 	args=$(workload "$w")
 	for pct in $CACHES; do
-		cache=$((size_b * pct / 100))
+		if [ "$CACHE_OF" = footprint ]; then cache=$pct%; else cache=$((size_b * pct / 100)); fi
 		echo "$SIM $args --bs 4k --size $SIZE --cache $cache --qd 16 --ops $OPS --warmup $WARM --label $w@$pct% ${SUITE_ARGS:-} --policy $POLICIES --csv $OUT/$w-$pct.csv >$OUT/$w-$pct.txt 2>&1 || { echo FAILED: $w $pct >&2; exit 255; }" >>"$jobs"
 	done
 done

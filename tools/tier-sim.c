@@ -40,6 +40,8 @@ struct sim_cfg {
 	uint32_t hot_pct, parts;
 	uint64_t period, scan_len;
 	uint64_t bs, size, cache, ops, warmup, seconds;
+	double cache_pct;             /* --cache P%: of the footprint (0: --cache is bytes) */
+	uint64_t footprint_blocks;    /* with cache_pct: 4 KiB blocks the requests touch */
 	uint32_t qd, seed;
 	const char *trace_path;
 	struct trace trace;
@@ -853,6 +855,9 @@ static void print_table(const struct sim_cfg *c, const struct sim_result *r, siz
 		       PRIu64 " qd=%u ops=%" PRIu64 " warmup=%" PRIu64 " seed=%u\n", c->dist_name,
 		       c->rw_name, c->pattern_name, c->bs, c->size, c->cache, c->qd, c->ops,
 		       c->warmup, c->seed);
+	if (c->cache_pct > 0)
+		printf("cache: %g%% of the footprint, %" PRIu64 " blocks of 4 KiB\n", c->cache_pct,
+		       c->footprint_blocks);
 	printf("base=%s (r %uus w %uus %" PRIu64 " B/s qd %u)  cache=%s (r %uus w %uus %"
 	       PRIu64 " B/s qd %u)\n", c->base_profile, c->base_model.read_latency_us,
 	       c->base_model.write_latency_us, c->base_model.bandwidth, c->base_model.queue_depth,
@@ -924,7 +929,8 @@ static void usage(FILE *f)
 "  --hot-pct P (10) --period N (50000) --scan-len N (period/5) --parts N (20)\n"
 "  --label NAME     the workload's name in the CSV\n"
 "  --bs SIZE        request size (default 4k)     --size SIZE  image (default 4G)\n"
-"  --cache SIZE     target_max_bytes (default 1G) --qd N       closed-loop depth (16)\n"
+"  --cache SIZE     target_max_bytes (default 1G), or P%: of the footprint (the\n"
+"                   4 KiB blocks the requests touch)   --qd N  closed-loop depth (16)\n"
 "  --ops N          requests (default 200000)     --seconds S  stop after S virtual s\n"
 "  --warmup N       first N requests not counted  --seed N     generator seed (1)\n"
 "  --trace FILE     CSV or fio iolog v2/v3 instead of the generator\n"
@@ -946,6 +952,22 @@ static uint64_t parse_size(const char *opt, const char *v)
 	if (tier_parse_bytes(v, &x) < 0 || x == 0)
 		die("%s: bad size '%s'", opt, v);
 	return x;
+}
+
+/* --cache SIZE, or P% of the footprint (the 4 KiB blocks the requests touch, set_footprint_cache) */
+static void parse_cache(struct sim_cfg *c, const char *v)
+{
+	size_t n = strlen(v);
+	char *end;
+
+	c->cache_pct = 0;
+	if (n && v[n - 1] == '%') {
+		c->cache_pct = strtod(v, &end);
+		if (end != v + n - 1 || !(c->cache_pct > 0 && c->cache_pct <= 1000))
+			die("--cache: bad percentage '%s' (0 < P <= 1000)", v);
+		return;
+	}
+	c->cache = parse_size("--cache", v);
 }
 
 static uint64_t parse_num(const char *opt, const char *v)
@@ -1039,7 +1061,7 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
 			break;
 		case 'b': c->bs = parse_size("--bs", optarg); break;
 		case 'S': c->size = parse_size("--size", optarg); break;
-		case 'c': c->cache = parse_size("--cache", optarg); break;
+		case 'c': parse_cache(c, optarg); break;
 		case 'n': c->ops = parse_num("--ops", optarg); break;
 		case 't': c->seconds = parse_num("--seconds", optarg); break;
 		case 'q': c->qd = (uint32_t)parse_num("--qd", optarg); break;
@@ -1087,6 +1109,65 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
 		die("--hot-pct must be 1..99, --parts 1..%d", GEN_MAX_PARTS);
 }
 
+/*
+ * --cache P%: target_max_bytes = P% of the footprint, the distinct 4 KiB
+ * blocks the requests touch (the trace's, or the generator's first --ops:
+ * the sequence does not depend on the policy or on time), as the suite
+ * sizes a cache for an image larger than what a run touches.
+ */
+static void set_footprint_cache(struct sim_cfg *c)
+{
+	uint64_t n = c->trace_path ? c->trace.n : c->ops, cap = 1024, k = 0, *ids = NULL;
+	struct gen_workload wl;
+
+	memset(&wl, 0, sizeof(wl));
+	if (!c->trace_path) {
+		struct gen_workload_opts wo = {
+			.type = c->dist, .param = c->dist_param, .write_pct = c->write_pct,
+			.bs = c->bs, .size = c->size, .seed = c->seed, .pattern = c->pattern,
+			.hot_pct = c->hot_pct, .period = c->period, .scan_len = c->scan_len,
+			.parts = c->parts,
+		};
+		int ret = gen_workload_init(&wl, &wo);
+
+		if (ret < 0)
+			die("workload: %s", strerror(-ret));
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t off, len;
+
+		if (c->trace_path) {
+			if (c->trace.recs[i].op == TRACE_OP_FLUSH)
+				continue;
+			off = c->trace.recs[i].off;
+			len = c->trace.recs[i].len;
+		} else {
+			struct gen_req g;
+
+			gen_workload_next(&wl, &g);
+			off = g.off;
+			len = g.len;
+		}
+		for (uint64_t b = off >> 12; len && b <= (off + len - 1) >> 12; b++) {
+			if (k == cap || !ids) {
+				uint64_t *m = realloc(ids, (cap *= 2) * sizeof(*ids));
+
+				if (!m)
+					die("out of memory");
+				ids = m;
+			}
+			ids[k++] = b;
+		}
+	}
+	if (!c->trace_path)
+		gen_workload_free(&wl);
+	c->footprint_blocks = count_distinct(ids, k);
+	free(ids);
+	c->cache = (uint64_t)((double)c->footprint_blocks * 4096.0 * c->cache_pct / 100.0);
+	if (c->cache < 4096)
+		c->cache = 4096;
+}
+
 static void load_trace(struct sim_cfg *c)
 {
 	char err[256];
@@ -1128,6 +1209,8 @@ int main(int argc, char **argv)
 		load_trace(&c);
 	else if (c.size < c.bs)
 		die("--size must be at least --bs");
+	if (c.cache_pct > 0)
+		set_footprint_cache(&c);
 	for (size_t i = 0; i < c.n_policies; i++)
 		run_one(&c, c.policies[i], &res[i]);
 	print_table(&c, res, c.n_policies);

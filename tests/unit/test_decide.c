@@ -175,6 +175,12 @@ static const struct row rows[] = {
 	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, EXT, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_PROXY, MISS),
+	/* extent mode: an admitted miss waits for the ops on base, one not admitted goes beside them */
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN, TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_BITS | X_RUN | X_OFFER, TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, X_BITS | X_RUN, TIER__R_PROXY, MISS),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_BITS | X_RUN | X_OFFER | X_NEAR, TIER__R_PROXY, MISS),
+	ROW(W, PX, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PQUEUED, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PROMOTING, 0, TIER__R_WAIT, NONE),
 	ROW(W, RP, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, MISS),

@@ -1201,6 +1201,93 @@ static void test_read_beside_copy_being_made_filled_after(void **state)
 	env_free(v);
 }
 
+static uint64_t base_writes(struct env *v)
+{
+	struct tier_store_stats s;
+
+	tier_store_get_stats(v->base, &s);
+	return s.ops[TIER_STORE_WRITE];
+}
+
+/*
+ * A write miss on an object with a read on base waits for it and goes into
+ * a new copy, where it went to base beside the read: a hot block under a
+ * busy base then never got a copy, since a read fill starts only on a quiet
+ * object and each write sent to base kept the next read and write company
+ * there (docs/BENCHMARKS.md, "Wide images").  Object 3 is ABSENT (base ops
+ * take 10 ms; reads are not admitted, so the first one goes to base
+ * alone): a read of extent 5, then writes of extent 9 and of
+ * extent 5 itself at once.  Base is never written; both writes are in a
+ * new copy, and reads of both then hit with the writes' bytes.  With the
+ * cache over its target the write miss is not admitted and goes to base
+ * beside the read, as before.
+ */
+static void test_write_miss_waits_for_read_on_base(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params bm = { .read_latency_us = 10000, .write_latency_us = 10000 };
+	uint8_t *model = calloc(1, ISZ), b1[EXT], w9[EXT], w5[EXT];
+	struct sreq r1, wa, wb;
+	(void)state;
+
+	ext_params(&p, 8);                       /* reads: never here (8 hitsets, none archived) */
+	p.admit_when_room = 0;
+	struct env *v = env_new_vt(&p, &bm, NULL, true);
+	base_content(v, &p, model, 6);
+	struct tier_stats s0 = env_stats(v);
+	uint64_t bw0 = base_writes(v);
+	memset(&r1, 0, sizeof(r1));
+	memset(&wa, 0, sizeof(wa));
+	memset(&wb, 0, sizeof(wb));
+	memset(w9, 0x5a, sizeof(w9));
+	memset(w5, 0xa5, sizeof(w5));
+	submit(v, &r1, TIER_REQ_READ, 3 * OS + 5 * EXT, EXT, b1);
+	submit(v, &wa, TIER_REQ_WRITE, 3 * OS + 9 * EXT, EXT, w9);
+	submit(v, &wb, TIER_REQ_WRITE, 3 * OS + 5 * EXT, EXT, w5);
+	env_pump(v);
+	assert_int_equal(r1.done + wa.done + wb.done, 3);
+	assert_int_equal(r1.result, 0);
+	assert_int_equal(wa.result, 0);
+	assert_int_equal(wb.result, 0);
+	assert_memory_equal(b1, model + 3 * OS + 5 * EXT, EXT);   /* the read went out first */
+	memcpy(model + 3 * OS + 9 * EXT, w9, EXT);
+	memcpy(model + 3 * OS + 5 * EXT, w5, EXT);
+	struct tier_stats s = env_stats(v);
+	assert_int_equal(base_writes(v) - bw0, 0);                 /* no write went to base */
+	assert_int_equal(s.proxy_writes - s0.proxy_writes, 0);
+	assert_int_equal(s.read_misses - s0.read_misses, 1);
+	assert_int_equal(s.write_misses - s0.write_misses + s.write_hits - s0.write_hits, 2);
+	assert_int_equal(s.dirty_objects, 1);
+	assert_int_equal(s.cached_bytes, 2 * EXT);
+	env_check(v, model, 3 * OS + 9 * EXT, EXT);               /* the writes' bytes, from the copy */
+	env_check(v, model, 3 * OS + 5 * EXT, EXT);
+	s0 = s;
+	s = env_stats(v);
+	assert_int_equal(s.read_hits - s0.read_hits, 2);
+	env_check(v, model, 0, 6 * OS);
+
+	/* over the target: the write miss is not admitted, it goes to base beside the read */
+	p.target_max_bytes = 2 * EXT;
+	env_set_params(v, &p);
+	s0 = env_stats(v);
+	bw0 = base_writes(v);
+	memset(&r1, 0, sizeof(r1));
+	memset(&wa, 0, sizeof(wa));
+	submit(v, &r1, TIER_REQ_READ, 4 * OS + 5 * EXT, EXT, b1);
+	submit(v, &wa, TIER_REQ_WRITE, 4 * OS + 9 * EXT, EXT, w9);
+	env_pump(v);
+	assert_int_equal(r1.done + wa.done, 2);
+	assert_int_equal(r1.result, 0);
+	assert_int_equal(wa.result, 0);
+	memcpy(model + 4 * OS + 9 * EXT, w9, EXT);
+	s = env_stats(v);
+	assert_int_equal(s.proxy_writes - s0.proxy_writes, 1);
+	assert_true(base_writes(v) - bw0 >= 1);
+	env_check(v, model, 0, 6 * OS);
+	free(model);
+	env_free(v);
+}
+
 /*
  * Reads of other extents while a fill hint is queued add their extents to
  * it, so every extent read is in the copy after and its next read hits,
@@ -1347,6 +1434,7 @@ int main(void)
 		cmocka_unit_test(test_read_waits_for_small_fill_bringing_it),
 		cmocka_unit_test(test_write_of_extent_being_filled_hits),
 		cmocka_unit_test(test_read_beside_copy_being_made_filled_after),
+		cmocka_unit_test(test_write_miss_waits_for_read_on_base),
 		cmocka_unit_test(test_reads_beside_queued_fill_hint_filled),
 		cmocka_unit_test(test_hit_behind_queued_hint_waits_one_fill),
 	};
