@@ -68,7 +68,8 @@ struct tier__dstate {
 	/* the object */
 	uint8_t state;         /* TIER__ABSENT / CLEAN / DIRTY */
 	uint16_t flags;        /* TIER__OF_* */
-	uint16_t nrun, nproxy; /* shared ops running; of them, proxied new-extent writes */
+	uint16_t nrun, nproxy; /* shared ops running; of them, proxied writes of extents no
+				  copy holds (the rest are reads) */
 	bool extents;          /* the copy has bitmaps (extent mode) */
 	bool all_valid;        /* every extent of the piece is in the copy */
 	bool any_valid;        /* some extent of the piece is */

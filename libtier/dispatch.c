@@ -34,7 +34,7 @@ enum xstep {
 	XS_DROP_BASE = 10,        /* REMOVE of the base object, then XS_DROP_CACHE */
 	XS_DROP_CACHE = 11,       /* REMOVE of the cache copy, then done */
 	XS_DROP_THEN_PROXY = 12,  /* REMOVE of the cache copy, then the proxied op */
-	XS_PROXY_NEW = 20,        /* proxied write of extents the copy lacks (over target) */
+	XS_PROXY_NEW = 20,        /* proxied op on extents no copy holds (o->nproxy) */
 };
 
 /* ---- ext pool: no per-request malloc on the hot path ---- */
@@ -608,11 +608,21 @@ static void proxy_cb(struct tier_store_op *op)
 	tier__deliver(e);
 }
 
+/*
+ * A write, trim or zero to base.  On extents no copy holds (over target,
+ * XS_PROXY_NEW already; or the object has no copy) it counts in nproxy too,
+ * so that the rest of nrun are the reads: decide_write_route lets an
+ * admitted write miss wait for reads on base, not for other writes.
+ */
 static void start_proxy_write(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
 	bool whole = x->off == 0 && x->len == tier__obj_len(e, o);
 
 	o->nrun++;
+	if (x->step == XS_PROXY_NEW || o->state == TIER__ABSENT) {
+		x->step = XS_PROXY_NEW;
+		o->nproxy++;
+	}
 	if (x->type == TIER_REQ_WRITE) {
 		op_init(x, TIER_STORE_WRITE, proxy_cb);
 		x->op.buf = x->buf;
@@ -1133,7 +1143,6 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_PROXY_NEW_EXTENTS:
 		q_pop(o, x);
 		x->step = XS_PROXY_NEW;
-		o->nproxy++;
 		start_proxy_write(e, o, x);
 		return true;
 	case TIER__R_CACHE_WRITE:

@@ -84,7 +84,8 @@ struct tier__obj {
 	uint32_t hnext;          /* hash chain: slab index + 1 of the next entry, 0: none */
 	uint16_t flags;
 	uint16_t nrun;           /* shared ops running (reads, proxied writes) */
-	uint16_t nproxy;         /* of them: writes of extents the cache lacks (over target) */
+	uint16_t nproxy;         /* of them: writes, trims, zeroes of extents no copy holds
+				    (over target on a copy; any while ABSENT): the rest read */
 	uint8_t state;
 	uint8_t nsync;           /* sync jobs in flight (255: stuck there, see sync_one) */
 };

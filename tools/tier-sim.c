@@ -929,7 +929,7 @@ static void usage(FILE *f)
 "  --hot-pct P (10) --period N (50000) --scan-len N (period/5) --parts N (20)\n"
 "  --label NAME     the workload's name in the CSV\n"
 "  --bs SIZE        request size (default 4k)     --size SIZE  image (default 4G)\n"
-"  --cache SIZE     target_max_bytes (default 1G), or P%: of the footprint (the\n"
+"  --cache SIZE     target_max_bytes (default 1G), or P%%: of the footprint (the\n"
 "                   4 KiB blocks the requests touch)   --qd N  closed-loop depth (16)\n"
 "  --ops N          requests (default 200000)     --seconds S  stop after S virtual s\n"
 "  --warmup N       first N requests not counted  --seed N     generator seed (1)\n"

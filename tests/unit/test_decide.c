@@ -44,7 +44,7 @@ enum {
 	X_NOCACHE = 1 << 6,    /* the cache path failed before */
 	X_TRIED2 = 1 << 7,     /* two flushes started already */
 	X_RUN = 1 << 8,        /* a shared op runs */
-	X_RUNPROXY = 1 << 9,   /* ...and it is a proxied new-extent write */
+	X_RUNPROXY = 1 << 9,   /* ...and it is a proxied write of extents no copy holds */
 	X_DOWN = 1 << 10,      /* the cache pool timed out lately */
 	X_HINT = 1 << 11,      /* the eviction policy would admit it */
 	X_TLFU = 1 << 12,      /* admission = tinylfu */
@@ -175,8 +175,12 @@ static const struct row rows[] = {
 	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, EXT, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_PROXY, MISS),
-	/* extent mode: an admitted miss waits for the ops on base, one not admitted goes beside them */
+	/*
+	 * extent mode: an admitted miss waits for reads on base, one not
+	 * admitted goes beside them, and so does one beside writes only
+	 */
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN, TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN | X_RUNPROXY, TIER__R_PROXY, MISS),
 	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_BITS | X_RUN | X_OFFER, TIER__R_WAIT, NONE),
 	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, X_BITS | X_RUN, TIER__R_PROXY, MISS),
 	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_BITS | X_RUN | X_OFFER | X_NEAR, TIER__R_PROXY, MISS),

@@ -1218,9 +1218,9 @@ static uint64_t base_writes(struct env *v)
  * take 10 ms; reads are not admitted, so the first one goes to base
  * alone): a read of extent 5, then writes of extent 9 and of
  * extent 5 itself at once.  Base is never written; both writes are in a
- * new copy, and reads of both then hit with the writes' bytes.  With the
- * cache over its target the write miss is not admitted and goes to base
- * beside the read, as before.
+ * new copy, and reads of both then hit with the writes' bytes.  Beside a
+ * zero on base (object 5: no read runs) and with the cache over its target
+ * (not admitted) a write miss goes to base beside the op, as before.
  */
 static void test_write_miss_waits_for_read_on_base(void **state)
 {
@@ -1264,6 +1264,24 @@ static void test_write_miss_waits_for_read_on_base(void **state)
 	s0 = s;
 	s = env_stats(v);
 	assert_int_equal(s.read_hits - s0.read_hits, 2);
+	env_check(v, model, 0, 6 * OS);
+
+	/* beside a zero on base (no read runs) the write goes to base, as before */
+	s0 = env_stats(v);
+	bw0 = base_writes(v);
+	memset(&r1, 0, sizeof(r1));
+	memset(&wa, 0, sizeof(wa));
+	submit(v, &r1, TIER_REQ_WRITE_ZEROES, 5 * OS + 2 * EXT, EXT, NULL);
+	submit(v, &wa, TIER_REQ_WRITE, 5 * OS + 9 * EXT, EXT, w9);
+	env_pump(v);
+	assert_int_equal(r1.done + wa.done, 2);
+	assert_int_equal(r1.result, 0);
+	assert_int_equal(wa.result, 0);
+	memset(model + 5 * OS + 2 * EXT, 0, EXT);
+	memcpy(model + 5 * OS + 9 * EXT, w9, EXT);
+	s = env_stats(v);
+	assert_int_equal(s.proxy_writes - s0.proxy_writes, 1);
+	assert_int_equal(base_writes(v) - bw0, 1);
 	env_check(v, model, 0, 6 * OS);
 
 	/* over the target: the write miss is not admitted, it goes to base beside the read */
