@@ -373,8 +373,8 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
  * granularity with write_miss = proxy proxies now and promotes after,
  * with write_miss = promote copies the object first and then hits.
  * A miss while ops on base run for the object goes to base beside them,
- * unless a read is among them and extent granularity would admit it: then
- * it waits for them and goes into a new copy.  A read fill starts only on
+ * unless a read is among them and extent granularity would admit it (and
+ * the cache pool answers): then it waits for them and goes into a new copy.  A read fill starts only on
  * a quiet object, so a block read and written at once under a busy base
  * never got a copy while its writes went to base beside its reads: each
  * kept the next one company there.  On shift over a 16G image the engine
@@ -416,7 +416,8 @@ static struct tier__decision decide_write_route(const struct tier_params *p,
 		d.count = TIER__C_MISS;
 		if (s->type != TIER_REQ_WRITE)
 			d.why = "trim or zero miss";
-		else if (s->nrun > s->nproxy && extent && tier__decide_admit(p, s, true))
+		else if (s->nrun > s->nproxy && extent && !s->cache_down &&
+			 tier__decide_admit(p, s, true))
 			return go(TIER__R_WAIT, "admitted write miss waits for reads on base");
 		else if (s->nrun)
 			d.why = "miss: ops on base run";

@@ -1023,10 +1023,12 @@ static void fill_state(struct tier_engine *e, const struct tier__obj *o,
 	/*
 	 * admission looks at these for misses only, and a fill for reads of
 	 * extents the copy lacks (before the access is recorded).  A piece is
-	 * offered for admission once, at its first decision: one decided again
-	 * after its access was recorded (its promotion failed, or it waited and
-	 * the copy went meanwhile) is not admitted, or a promotion failing on a
-	 * sick base would be retried for the same write forever.
+	 * offered for admission until its access is recorded (a decision to
+	 * wait records nothing: a write miss waiting for reads on base is
+	 * offered again when they are done); one decided again after that (its
+	 * promotion failed, or it waited and the copy went meanwhile) is not
+	 * admitted, or a promotion failing on a sick base would be retried for
+	 * the same write forever.
 	 */
 	if (((o->state == TIER__ABSENT && !cache_hint) || partial_read) && !(x->seen & 1) &&
 	    x->req) {

@@ -599,6 +599,17 @@ static void alloc_sim(struct sim *s, uint64_t maxlen)
 		s->slots[q].sim = s;
 }
 
+/* The generator's options from the command line. */
+static struct gen_workload_opts gen_opts(const struct sim_cfg *c)
+{
+	return (struct gen_workload_opts){
+		.type = c->dist, .param = c->dist_param, .write_pct = c->write_pct,
+		.bs = c->bs, .size = c->size, .seed = c->seed, .pattern = c->pattern,
+		.hot_pct = c->hot_pct, .period = c->period, .scan_len = c->scan_len,
+		.parts = c->parts,
+	};
+}
+
 static void run_one(const struct sim_cfg *c, const char *policy, struct sim_result *r)
 {
 	struct sim s = { .cfg = c, .now = SIM_T0_NS };
@@ -617,12 +628,8 @@ static void run_one(const struct sim_cfg *c, const char *policy, struct sim_resu
 			if (c->trace.recs[i].len > maxlen)
 				maxlen = c->trace.recs[i].len;
 	} else {
-		struct gen_workload_opts wo = {
-			.type = c->dist, .param = c->dist_param, .write_pct = c->write_pct,
-			.bs = c->bs, .size = c->size, .seed = c->seed, .pattern = c->pattern,
-			.hot_pct = c->hot_pct, .period = c->period, .scan_len = c->scan_len,
-			.parts = c->parts,
-		};
+		struct gen_workload_opts wo = gen_opts(c);
+
 		ret = gen_workload_init(&s.wl, &wo);
 		if (ret < 0)
 			die("workload: %s", strerror(-ret));
@@ -1111,9 +1118,11 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
 
 /*
  * --cache P%: target_max_bytes = P% of the footprint, the distinct 4 KiB
- * blocks the requests touch (the trace's, or the generator's first --ops:
- * the sequence does not depend on the policy or on time), as the suite
- * sizes a cache for an image larger than what a run touches.
+ * blocks the requests cover (every block of each; the trace's requests, or
+ * the generator's first --ops, whatever --seconds stops at: the sequence
+ * does not depend on the policy or on time), as the suite sizes a cache
+ * for an image larger than what a run touches.  With 4 KiB requests it is
+ * the run's "blocks touched".
  */
 static void set_footprint_cache(struct sim_cfg *c)
 {
@@ -1122,12 +1131,7 @@ static void set_footprint_cache(struct sim_cfg *c)
 
 	memset(&wl, 0, sizeof(wl));
 	if (!c->trace_path) {
-		struct gen_workload_opts wo = {
-			.type = c->dist, .param = c->dist_param, .write_pct = c->write_pct,
-			.bs = c->bs, .size = c->size, .seed = c->seed, .pattern = c->pattern,
-			.hot_pct = c->hot_pct, .period = c->period, .scan_len = c->scan_len,
-			.parts = c->parts,
-		};
+		struct gen_workload_opts wo = gen_opts(c);
 		int ret = gen_workload_init(&wl, &wo);
 
 		if (ret < 0)

@@ -179,12 +179,14 @@ static const struct row rows[] = {
 	 * extent mode: an admitted miss waits for reads on base, one not
 	 * admitted goes beside them, and so does one beside writes only
 	 */
-	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN, TIER__R_WAIT, NONE),
-	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN | X_RUNPROXY, TIER__R_PROXY, MISS),
-	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_BITS | X_RUN | X_OFFER, TIER__R_WAIT, NONE),
-	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, X_BITS | X_RUN, TIER__R_PROXY, MISS),
-	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_BITS | X_RUN | X_OFFER | X_NEAR, TIER__R_PROXY, MISS),
-	ROW(W, PX, EXT, WPX, 1, 0, 0, A, 0, X_BITS | X_RUN, TIER__R_PROXY, MISS),
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_RUN | X_RUNPROXY, TIER__R_PROXY, MISS),
+	ROW(W, WB, EXT, WPX, 1, 0, 1, A, 0, X_RUN, TIER__R_PROXY, MISS),        /* degraded */
+	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_RUN | X_DOWN, TIER__R_PROXY, MISS), /* pool down */
+	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_RUN | X_OFFER, TIER__R_WAIT, NONE),
+	ROW(W, WB, EXT, WPX, 1, 1, 0, A, 0, X_RUN, TIER__R_PROXY, MISS),
+	ROW(W, WB, EXT, WPX, 0, 0, 0, A, 0, X_RUN | X_OFFER | X_NEAR, TIER__R_PROXY, MISS),
+	ROW(W, PX, EXT, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PQUEUED, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, TIER__OF_PROMOTING, 0, TIER__R_WAIT, NONE),
 	ROW(W, RP, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, MISS),
@@ -414,6 +416,20 @@ static void test_route_sweep(void **state)
 				    r == TIER__R_HIT_PARTIAL || r == TIER__R_EXTENT_MISS ||
 				    r == TIER__R_PROXY || r == TIER__R_PROXY_THEN_PROMOTE);
 			assert_true(d.record || r == TIER__R_WAIT || r == TIER__R_FAIL);
+		}
+		/*
+		 * a write miss of a copyless object, nothing exclusive or on its
+		 * way in, waits only for reads on base, in extent mode, admitted;
+		 * with nothing counted or recorded, so it is offered again after
+		 */
+		if (types[ti] == W && st == A && r == TIER__R_WAIT && !(x & X_NOCACHE) &&
+		    !(flag_sets[fi] & (TIER__OF_EXCL | TIER__OF_FILL_READY | TIER__OF_PROMOTING |
+				       TIER__OF_EVICTING | TIER__OF_EVICT_AFTER_FLUSH |
+				       TIER__OF_FILLING | TIER__OF_STALE))) {
+			assert_true(gran == EXT && s.nrun > s.nproxy && !(x & X_DOWN));
+			assert_true(mode == WB || mode == RP);
+			assert_true(!degraded && !full && (recent || s.hint || room));
+			assert_true(d.count == TIER__C_NONE && !d.record);
 		}
 		/* a STALE object's leftover copy is removed before base changes */
 		if ((flag_sets[fi] & TIER__OF_STALE) && st == A && types[ti] != R &&
