@@ -715,7 +715,13 @@ struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__
 	else
 		m.flush = TIER_FLUSH_IDLE;
 
-	if (fr > 1.0 || (cur.evict == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
+	/*
+	 * Full from 100% on, as admission closes (tier__decide_admit: full >=
+	 * 1.0): a cache held at exactly 100% by closed admission stayed in
+	 * "some", its flushes in low mode (docs/BENCHMARKS.md, "Clients deeper
+	 * than the agent").
+	 */
+	if (fr >= 1.0 || (cur.evict == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
 		m.evict = TIER_EVICT_FULL;
 	else if (fr > ft || (cur.evict != TIER_EVICT_IDLE && fr > ft - EVICT_SLOP && fr > 0))
 		m.evict = TIER_EVICT_SOME;

@@ -866,6 +866,13 @@ static void test_agent_modes(void **state)
 	m = tier__decide_modes(&p, idle, 0.1, 1.01, true, true);
 	assert_int_equal(m.evict, TIER_EVICT_FULL);
 	assert_int_equal(m.effort_pct, 100);
+	/* at exactly 100%, where admission closes, full too (it stayed "some") */
+	assert_int_equal(tier__decide_modes(&p, some, 0.5, 1.0, true, true).evict, TIER_EVICT_FULL);
+	assert_int_equal(tier__decide_modes(&p, some, 0.5, 0.999, true, true).evict, TIER_EVICT_SOME);
+	{
+		struct tier__dstate ds = { .type = TIER_REQ_WRITE, .full = 1.0, .recent = true };
+		assert_false(tier__decide_admit(&p, &ds, true));   /* the line admission keeps */
+	}
 	/* none drains whatever is cached */
 	p.cache_mode = TIER_MODE_NONE;
 	m = tier__decide_modes(&p, idle, 0.0, 0.0, true, true);

@@ -786,7 +786,7 @@ static void test_write_racing_partial_eviction(void **state)
 	fill(d2, XS, 22);
 	fill(want, OS, 1);
 	memset(r, 0xee, 4 * XS);
-	p.target_max_bytes = OS;
+	p.target_max_bytes = OS + XS;            /* full ratio 16/17: over target, under 100% (some) */
 	env_set_params(v, &p);
 	tier_engine_tick(v->e);
 	tier_cq_drain(v->cq);
@@ -1119,7 +1119,7 @@ static uint64_t young_skips(uint64_t mode)
 	uint64_t n;
 
 	p.cache_min_evict_age = 3600000;         /* all young */
-	p.target_max_bytes = 10 * OS;            /* full ratio 1.0: evict "some", ages count */
+	p.target_max_bytes = 11 * OS;            /* full ratio 10/11: evict "some", ages count */
 	env_set_params(v, &p);
 	n = env_stats(v).agent_skip_young;
 	tick_once(v);

@@ -658,7 +658,8 @@ static void test_admission_reserves_in_flight(void **state)
 	}
 	struct tier_stats s = env_stats(v);
 	assert_true(peak <= 8 * 4096);
-	assert_int_equal(s.cached_bytes, 8 * 4096);
+	/* at 100% the agent is in full mode (min ages do not count): it may make room since */
+	assert_true(s.cached_bytes <= 8 * 4096);
 	assert_int_equal(s.proxy_writes, 8);
 	for (int i = 0; i < 16; i++) {
 		uint8_t b[4096];
@@ -696,7 +697,7 @@ static void test_admission_reserves_queued_promotions(void **state)
 	struct tier_stats s = env_stats(v);
 	assert_int_equal(s.proxy_writes, 8);
 	assert_int_equal(s.promotions, 4);
-	assert_int_equal(s.cached_objects, 4);
+	assert_true(s.cached_objects <= 4);   /* full mode at 100% may evict since */
 	for (int i = 0; i < 8; i++) {
 		uint8_t b[512];
 		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)i * OS, 512, b, 0), 0);
