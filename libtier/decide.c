@@ -90,7 +90,7 @@ static bool room_for_miss(const struct tier_params *p, const struct tier__dstate
 /*
  * Admission of a miss, in Ceph's order: the cache mode (writeback admits
  * both, readproxy only writes, readonly only reads, proxy and none
- * nothing), a degraded cache pool, the cache over 100% of its target
+ * nothing), a degraded cache pool, the cache at or over 100% of its target
  * (admitted bytes included), then Ceph's recency rule or else the eviction
  * policy's hint.  Admission filters only under pressure (admit_when_room,
  * the default): with room below the full target (room_for_miss) a miss
@@ -637,9 +637,9 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
  * the whole object, stay.  Admin evicts, object mode and evict_extents = 0
  * take the whole object; so does the agent when the object count binds (the
  * object ratio is at least the byte ratio: dropping extents frees no
- * object, the cache would stay over target).  Over 100% (now) the order's
- * victim gets no second chance: writes are proxied until the cache is back
- * under, so room is made at once from the order's cold end, as whole-object
+ * object, the cache would stay over target).  In full mode (now: from 100%,
+ * until 2% under) the order's victim gets no second chance: writes are
+ * proxied while the cache is at 100%, so room is made at once from the order's cold end, as whole-object
  * eviction would.
  */
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,

@@ -176,7 +176,7 @@ struct tier__evict_view {
 	bool extents;          /* the copy has bitmaps (extent mode) */
 	bool drain;            /* an admin evict: everything goes */
 	bool objects_bind;     /* target_max_objects gives the full ratio: only objects free room */
-	bool now;              /* over 100%, the order's victim: no second chance */
+	bool now;              /* full mode (from 100%), the order's victim: no second chance */
 	bool flushing;         /* the agent flushes (flush mode low or high) */
 	uint64_t n_ref, n_drop, n_clean;
 	uint64_t n_dirty_cold; /* its dirty extents not referenced: what a cold flush takes */

@@ -508,8 +508,8 @@ void tier__obj_reference(struct tier_engine *e, struct tier__obj *o, uint32_t of
  * object, only its unreferenced clean extents (a partial eviction), a
  * second chance (nothing to drop: its reference bits are cleared, the
  * policy sees it as used) or a pass (no clean extent: left as it is).
- * drain: an admin evict; now: the order's victim over 100% of target (no
- * second chance).
+ * drain: an admin evict; now: the order's victim in full mode (from 100% of
+ * target: no second chance).
  */
 int tier__evict_how(struct tier_engine *e, const struct tier__obj *o, bool drain, bool now);
 int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, struct tier__obj *o);

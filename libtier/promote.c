@@ -2,7 +2,7 @@
 /*
  * libtier/promote.c - the promotion throttle and the promotion job itself.
  * Whether a miss is admitted is decide.c's (tier__decide_admit: the cache
- * mode, a degraded pool, the cache over 100% of target, Ceph's recency rule
+ * mode, a degraded pool, the cache at or over 100% of target, Ceph's recency rule
  * or the eviction policy's hint); an admitted promotion must then pass the
  * token buckets here (promote_max_bytes_sec / promote_max_objects_sec),
  * which guard the base pool; fills of partly valid copies (fill.c) pass

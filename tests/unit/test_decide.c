@@ -867,6 +867,12 @@ static void test_agent_modes(void **state)
 	assert_int_equal(m.evict, TIER_EVICT_FULL);
 	assert_int_equal(m.effort_pct, 100);
 	/* at exactly 100%, where admission closes, full too (it stayed "some") */
+	{
+		struct tier_params p1 = p;
+		p1.cache_target_full_ratio = 1.0;   /* allowed: idle at its target forever before */
+		assert_int_equal(tier__decide_modes(&p1, idle, 0.0, 1.0, false, true).evict,
+				 TIER_EVICT_FULL);
+	}
 	assert_int_equal(tier__decide_modes(&p, some, 0.5, 1.0, true, true).evict, TIER_EVICT_FULL);
 	assert_int_equal(tier__decide_modes(&p, some, 0.5, 0.999, true, true).evict, TIER_EVICT_SOME);
 	{

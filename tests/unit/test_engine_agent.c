@@ -790,6 +790,7 @@ static void test_write_racing_partial_eviction(void **state)
 	env_set_params(v, &p);
 	tier_engine_tick(v->e);
 	tier_cq_drain(v->cq);
+	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_SOME);
 	assert_int_equal(env_stats(v).agent_ops_in_flight, 1);   /* its SETMETA is pending */
 	assert_int_equal(env_stats(v).evict_partial, 0);
 	/* a read of the kept extents waits too (the copy is exclusive) */
@@ -1056,7 +1057,7 @@ static void objects_bind(uint64_t mode)
 	struct env *v = refd_objs(&p, mode, 10, false);
 	struct tier_stats s;
 
-	p.target_max_objects = 10;               /* full ratio 1.0 by objects, ~0 by bytes */
+	p.target_max_objects = 11;               /* full ratio 10/11 by objects (some), ~0 by bytes */
 	env_set_params(v, &p);
 	tier_engine_tick(v->e);
 	env_pump(v);
@@ -1072,6 +1073,31 @@ static void test_partial_eviction_not_when_objects_bind(void **state)
 	(void)state;
 	objects_bind(1);
 	objects_bind(2);
+}
+
+/*
+ * A cache at exactly 100% (admission closed there) is in full mode: the
+ * agent makes room whatever the min ages (in "some" it waited for them, and
+ * the cache stayed at the line with every miss refused).  10 objects at
+ * target_max_objects 10, ages an hour.
+ */
+static void test_full_mode_at_100_percent(void **state)
+{
+	struct tier_params p;
+	struct env *v = refd_objs(&p, 2, 10, false);
+	struct tier_stats s;
+	(void)state;
+
+	p.target_max_objects = 10;               /* full ratio 1.0 by objects */
+	p.cache_min_evict_age = 3600000;
+	p.cache_min_flush_age = 3600000;
+	env_set_params(v, &p);
+	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_FULL);
+	tick_once(v);
+	s = env_stats(v);
+	assert_true(s.evictions >= 1);
+	assert_true(s.cached_objects < 10);
+	env_free(v);
 }
 
 /*
@@ -1121,6 +1147,7 @@ static uint64_t young_skips(uint64_t mode)
 	p.cache_min_evict_age = 3600000;         /* all young */
 	p.target_max_bytes = 11 * OS;            /* full ratio 10/11: evict "some", ages count */
 	env_set_params(v, &p);
+	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_SOME);
 	n = env_stats(v).agent_skip_young;
 	tick_once(v);
 	n = env_stats(v).agent_skip_young - n;
@@ -1477,6 +1504,7 @@ int main(void)
 		cmocka_unit_test(test_partial_eviction_hand_vs_order),
 		cmocka_unit_test(test_read_fill_enters_unreferenced),
 		cmocka_unit_test(test_partial_eviction_not_when_objects_bind),
+		cmocka_unit_test(test_full_mode_at_100_percent),
 		cmocka_unit_test(test_over_full_no_second_chance_delay),
 		cmocka_unit_test(test_hand_visits_not_counted_as_skips),
 		cmocka_unit_test(test_hand_visits_key_zero),

@@ -192,25 +192,23 @@ static void test_full_or_throttled_skips(void **state)
 	uint8_t *model = calloc(1, ISZ);
 	(void)state;
 
-	/*
-	 * full: the target is the extents written already (the agent's min age
-	 * does not hold a cache at 100%: full mode ignores it, and makes room)
-	 */
+	/* full: the target is the extents written already, the agent kept out */
 	ext_params(&p, 0);
 	p.target_max_bytes = 2 * EXT;
-	p.cache_min_evict_age = 1000000;
 	struct env *v = env_new(&p);
 	base_content(v, &p, model, 2);
+	tier_engine_quiesce(v->e);
 	assert_int_equal(env_write(v, 0, EXT, 6), 0);
 	model_write(model, 0, EXT, 6);
 	assert_int_equal(env_write(v, OS, EXT, 7), 0);
 	model_write(model, OS, EXT, 7);
+	assert_int_equal(env_stats(v).full_ratio_ppm, 1000000);
 	env_check(v, model, 0, 2 * OS);
 	env_pump(v);
 	struct tier_stats s = env_stats(v);
 	assert_int_equal(s.fills, 0);
 	assert_int_equal(s.fill_skip_full, 2);
-	assert_true(s.cached_bytes < 2 * EXT);
+	assert_int_equal(s.cached_bytes, 2 * EXT);
 	env_free(v);
 
 	/* throttled: the byte bucket starts with one object and never refills here */
