@@ -26,7 +26,11 @@ rm -f "$WORK/back"
 
 log "qemu-img compare sees the same bytes (and notices a change)"
 qemu-img compare -f raw -F raw "$WORK/rnd" "$(uri)" || fail "qemu-img compare"
-printf 'X' | dd of="$WORK/rnd" bs=1 seek=12345678 conv=notrunc status=none
+# flip a bit of the byte there (writing a fixed 'X' changed nothing when the
+# random byte was 'X' already: this check failed 1 run in 256)
+b=$(od -An -tu1 -j 12345678 -N 1 "$WORK/rnd" | tr -d ' ')
+printf "\\$(printf '%03o' $((b ^ 1)))" | dd of="$WORK/rnd" bs=1 seek=12345678 conv=notrunc status=none
+[ "$(od -An -tu1 -j 12345678 -N 1 "$WORK/rnd" | tr -d ' ')" = $((b ^ 1)) ] || fail "the test's byte flip"
 if qemu-img compare -q -f raw -F raw "$WORK/rnd" "$(uri)"; then
 	fail "qemu-img compare missed a changed byte"
 fi
