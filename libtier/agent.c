@@ -360,8 +360,9 @@ static size_t run_hand(struct tier_engine *e, const struct want_arg *order, uint
  * tier__decide_evict_how says (evict_ext.c).  Second chances start
  * nothing: ask again, a few rounds at most, so that a batch of them does
  * not leave the cache over target until the next tick; in full mode (from
- * 100%) there are none.  The hand does not run while the object count binds: only
- * whole objects free room then, and the order knows which are coldest.
+ * 100%) there are none.  The hand does not run while the object count
+ * binds: only whole objects free room then, and the order knows which are
+ * coldest.
  */
 static size_t run_evictions(struct tier_engine *e, struct want_arg *a)
 {

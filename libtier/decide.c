@@ -374,10 +374,10 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
  * with write_miss = promote copies the object first and then hits.
  * A miss while ops on base run for the object goes to base beside them,
  * unless a read is among them and extent granularity would admit it (and
- * the cache pool answers): then it waits for them and goes into a new copy.  A read fill starts only on
- * a quiet object, so a block read and written at once under a busy base
- * never got a copy while its writes went to base beside its reads: each
- * kept the next one company there.  On shift over a 16G image the engine
+ * the cache pool answers): then it waits for them and goes into a new
+ * copy.  A read fill starts only on a quiet object, so a block read and
+ * written at once under a busy base never got a copy while its writes went
+ * to base beside its reads: each kept the next one company there.  On shift over a 16G image the engine
  * settled, phase by phase, in states up to 30% apart in misses
  * (docs/BENCHMARKS.md, "Wide images").  Beside other writes only (nproxy:
  * no read runs) it still goes to base: waiting there delays the write and
@@ -639,8 +639,8 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
  * object ratio is at least the byte ratio: dropping extents frees no
  * object, the cache would stay over target).  In full mode (now: from 100%,
  * until 2% under) the order's victim gets no second chance: writes are
- * proxied while the cache is at 100%, so room is made at once from the order's cold end, as whole-object
- * eviction would.
+ * proxied while the cache is at 100%, so room is made at once from the
+ * order's cold end, as whole-object eviction would.
  */
 enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 					    const struct tier__evict_view *v)

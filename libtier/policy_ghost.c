@@ -241,9 +241,10 @@ void tier__gq_del(struct tier__gq *q, uint32_t pos)
 uint64_t tier__gq_pop(struct tier__gq *q)
 {
 	uint32_t pos = q->head & (q->cap - 1);
+	uint64_t key;
 
 	assert(q->live);   /* the callers check the count: an empty ring holds no key */
-	uint64_t key = q->ring[pos];
+	key = q->ring[pos];
 
 	tier__gq_del(q, pos);
 	return key;

@@ -961,7 +961,7 @@ static uint64_t parse_size(const char *opt, const char *v)
 	return x;
 }
 
-/* --cache SIZE, or P% of the footprint (the 4 KiB blocks the requests touch, set_footprint_cache) */
+/* --cache SIZE, or P% of the footprint (set_footprint_cache) */
 static void parse_cache(struct sim_cfg *c, const char *v)
 {
 	size_t n = strlen(v);
@@ -1126,7 +1126,7 @@ static void parse_args(struct sim_cfg *c, int argc, char **argv)
  */
 static void set_footprint_cache(struct sim_cfg *c)
 {
-	uint64_t n = c->trace_path ? c->trace.n : c->ops, cap = 1024, k = 0, *ids = NULL;
+	uint64_t n = c->trace_path ? c->trace.n : c->ops, cap = 0, k = 0, *ids = NULL;
 	struct gen_workload wl;
 
 	memset(&wl, 0, sizeof(wl));
@@ -1153,8 +1153,8 @@ static void set_footprint_cache(struct sim_cfg *c)
 			len = g.len;
 		}
 		for (uint64_t b = off >> 12; len && b <= (off + len - 1) >> 12; b++) {
-			if (k == cap || !ids) {
-				uint64_t *m = realloc(ids, (cap *= 2) * sizeof(*ids));
+			if (k == cap) {
+				uint64_t *m = realloc(ids, (cap = cap ? 2 * cap : 4096) * sizeof(*ids));
 
 				if (!m)
 					die("out of memory");

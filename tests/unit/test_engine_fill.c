@@ -14,12 +14,18 @@
 #define EXT 4096u
 #define NEXT (OS / EXT)
 
-static uint64_t base_reads(struct env *v)
+/* Base ops of one kind (TIER_STORE_READ, _WRITE) so far. */
+static uint64_t base_ops(struct env *v, int kind)
 {
 	struct tier_store_stats s;
 
 	tier_store_get_stats(v->base, &s);
-	return s.ops[TIER_STORE_READ];
+	return s.ops[kind];
+}
+
+static uint64_t base_reads(struct env *v)
+{
+	return base_ops(v, TIER_STORE_READ);
 }
 
 static uint64_t base_read_bytes(struct env *v)
@@ -1202,12 +1208,20 @@ static void test_read_beside_copy_being_made_filled_after(void **state)
 	env_free(v);
 }
 
-static uint64_t base_writes(struct env *v)
+/* An op (type, off, one extent, buf) and a write of one extent right behind it, both done. */
+static void op_then_write(struct env *v, int type, uint64_t off, uint8_t *buf, uint64_t woff,
+			  uint8_t *wbuf)
 {
-	struct tier_store_stats s;
+	struct sreq a, w;
 
-	tier_store_get_stats(v->base, &s);
-	return s.ops[TIER_STORE_WRITE];
+	memset(&a, 0, sizeof(a));
+	memset(&w, 0, sizeof(w));
+	submit(v, &a, type, off, EXT, buf);
+	submit(v, &w, TIER_REQ_WRITE, woff, EXT, wbuf);
+	env_pump(v);
+	assert_int_equal(a.done + w.done, 2);
+	assert_int_equal(a.result, 0);
+	assert_int_equal(w.result, 0);
 }
 
 /*
@@ -1236,7 +1250,7 @@ static void test_write_miss_waits_for_read_on_base(void **state)
 	struct env *v = env_new_vt(&p, &bm, NULL, true);
 	base_content(v, &p, model, 6);
 	struct tier_stats s0 = env_stats(v);
-	uint64_t bw0 = base_writes(v);
+	uint64_t bw0 = base_ops(v, TIER_STORE_WRITE);
 	memset(&r1, 0, sizeof(r1));
 	memset(&wa, 0, sizeof(wa));
 	memset(&wb, 0, sizeof(wb));
@@ -1254,7 +1268,7 @@ static void test_write_miss_waits_for_read_on_base(void **state)
 	memcpy(model + 3 * OS + 9 * EXT, w9, EXT);
 	memcpy(model + 3 * OS + 5 * EXT, w5, EXT);
 	struct tier_stats s = env_stats(v);
-	assert_int_equal(base_writes(v) - bw0, 0);                 /* no write went to base */
+	assert_int_equal(base_ops(v, TIER_STORE_WRITE) - bw0, 0);                 /* no write went to base */
 	assert_int_equal(s.proxy_writes - s0.proxy_writes, 0);
 	assert_int_equal(s.read_misses - s0.read_misses, 1);
 	assert_int_equal(s.write_misses - s0.write_misses + s.write_hits - s0.write_hits, 2);
@@ -1269,39 +1283,25 @@ static void test_write_miss_waits_for_read_on_base(void **state)
 
 	/* beside a zero on base (no read runs) the write goes to base, as before */
 	s0 = env_stats(v);
-	bw0 = base_writes(v);
-	memset(&r1, 0, sizeof(r1));
-	memset(&wa, 0, sizeof(wa));
-	submit(v, &r1, TIER_REQ_WRITE_ZEROES, 5 * OS + 2 * EXT, EXT, NULL);
-	submit(v, &wa, TIER_REQ_WRITE, 5 * OS + 9 * EXT, EXT, w9);
-	env_pump(v);
-	assert_int_equal(r1.done + wa.done, 2);
-	assert_int_equal(r1.result, 0);
-	assert_int_equal(wa.result, 0);
+	bw0 = base_ops(v, TIER_STORE_WRITE);
+	op_then_write(v, TIER_REQ_WRITE_ZEROES, 5 * OS + 2 * EXT, NULL, 5 * OS + 9 * EXT, w9);
 	memset(model + 5 * OS + 2 * EXT, 0, EXT);
 	memcpy(model + 5 * OS + 9 * EXT, w9, EXT);
 	s = env_stats(v);
 	assert_int_equal(s.proxy_writes - s0.proxy_writes, 1);
-	assert_int_equal(base_writes(v) - bw0, 1);
+	assert_int_equal(base_ops(v, TIER_STORE_WRITE) - bw0, 1);
 	env_check(v, model, 0, 6 * OS);
 
 	/* over the target: the write miss is not admitted, it goes to base beside the read */
 	p.target_max_bytes = 2 * EXT;
 	env_set_params(v, &p);
 	s0 = env_stats(v);
-	bw0 = base_writes(v);
-	memset(&r1, 0, sizeof(r1));
-	memset(&wa, 0, sizeof(wa));
-	submit(v, &r1, TIER_REQ_READ, 4 * OS + 5 * EXT, EXT, b1);
-	submit(v, &wa, TIER_REQ_WRITE, 4 * OS + 9 * EXT, EXT, w9);
-	env_pump(v);
-	assert_int_equal(r1.done + wa.done, 2);
-	assert_int_equal(r1.result, 0);
-	assert_int_equal(wa.result, 0);
+	bw0 = base_ops(v, TIER_STORE_WRITE);
+	op_then_write(v, TIER_REQ_READ, 4 * OS + 5 * EXT, b1, 4 * OS + 9 * EXT, w9);
 	memcpy(model + 4 * OS + 9 * EXT, w9, EXT);
 	s = env_stats(v);
 	assert_int_equal(s.proxy_writes - s0.proxy_writes, 1);
-	assert_true(base_writes(v) - bw0 >= 1);
+	assert_true(base_ops(v, TIER_STORE_WRITE) - bw0 >= 1);
 	env_check(v, model, 0, 6 * OS);
 	free(model);
 	env_free(v);
