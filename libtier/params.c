@@ -55,7 +55,7 @@ static const struct pdesc table[] = {
 	/* hit_set_type has one value and no field: accepted for Ceph compatibility. */
 	{"hit_set_type", K_ENUM, OFF_NONE, 0, 0, 0, 0, 0, 0, hitset_type_names, NELEM(hitset_type_names)},
 	PDESC_E(promote_granularity, gran_names, TIER_GRAN_EXTENT)
-	PDESC_E(evict_policy, evict_names, TIER_EVICT_ARC)
+	PDESC_E(evict_policy, evict_names, TIER_EVICT_LRU)
 	PDESC_E(write_miss, wmiss_names, TIER_WMISS_PROXY)
 	PDESC_E(admission, admission_names, TIER_ADMIT_RECENCY)
 	TIER_PARAMS_U(PDESC_U)
@@ -136,14 +136,14 @@ void tier_params_default(struct tier_params *p)
  * proxy write, recency 1 for both at any fullness, its promotion throttle,
  * hitset eviction.  "promote-always" is Ceph before proxy write: every
  * miss waits for a whole-object promotion.
- * tierd evicts by ARC (docs/BENCHMARKS.md, "Eviction and admission by
- * numbers"); the Ceph presets keep Ceph's temperature.
+ * tierd orders its eviction by LRU (docs/BENCHMARKS.md, "The default order:
+ * LRU"; ARC before); the Ceph presets keep Ceph's temperature.
  */
 static const struct {
 	const char *name, *what;
 	const char *kv[11];
 } presets[] = {
-	{ "tierd", "the defaults: extent admission, writes on first touch, reads on second under pressure (first with room), ARC eviction, a clock over extents",
+	{ "tierd", "the defaults: extent admission, writes on first touch, reads on second under pressure (first with room), LRU order, a clock over extents",
 	  { NULL } },
 	{ "ceph", "Ceph's cache tiering: whole-object promotion, proxy write, recency 1, 5 MiB/s + 25/s throttle",
 	  { "promote_granularity=object", "write_miss=proxy", "min_write_recency_for_promote=1",

@@ -173,7 +173,7 @@ static void test_read_recency_promotes_after_proxy(void **state)
 }
 
 /*
- * The same script with ARC (the default): the evicted object is a ghost, so
+ * The same script with ARC (the default before LRU): the evicted object is a ghost, so
  * its first read miss is admitted on the policy's hint although the recency
  * rule says no; a never-cached object still waits for its second read.
  */

@@ -103,7 +103,7 @@ static void test_defaults_match_table(void **state)
 	tier_params_default(&p);
 	assert_int_equal(p.cache_mode, TIER_MODE_WRITEBACK);
 	assert_int_equal(p.promote_granularity, TIER_GRAN_EXTENT);
-	assert_int_equal(p.evict_policy, TIER_EVICT_ARC);
+	assert_int_equal(p.evict_policy, TIER_EVICT_LRU);
 	assert_int_equal(p.write_miss, TIER_WMISS_PROXY);
 	assert_int_equal(p.min_write_recency_for_promote, 0);
 	assert_int_equal(p.min_read_recency_for_promote, 1);
