@@ -192,6 +192,29 @@ static bool want_evict(void *arg, uint64_t key)
 	return view(a, key, &v) && !skipped(a, key, "evict", tier__decide_evict(&a->e->p, &v));
 }
 
+#define HIT_FAST_N 1024.0
+#define HIT_SLOW_N 32768.0
+
+static uint64_t evicted_bytes(const struct tier_engine *e)
+{
+	return e->st.evict_bytes + e->st.evict_partial_bytes;
+}
+
+/*
+ * Each counted request moves the two averages; a phase change (the last
+ * ~1000 requests hit far less often than the last ~30000) gives the agent
+ * its hurry until it has evicted as many bytes as the cache holds now:
+ * one turnover of what the old phase left (docs/BENCHMARKS.md, "A phase
+ * change turns the cache over").
+ */
+void tier__agent_note_hit(struct tier_engine *e, bool hit)
+{
+	e->hit_fast += ((hit ? 1.0 : 0.0) - e->hit_fast) / HIT_FAST_N;
+	e->hit_slow += ((hit ? 1.0 : 0.0) - e->hit_slow) / HIT_SLOW_N;
+	if (tier__decide_phase_change(e->hit_fast, e->hit_slow))
+		e->turnover_until = evicted_bytes(e) + e->cached_bytes;
+}
+
 static struct tier__budget_in budget_in(const struct tier_engine *e)
 {
 	return (struct tier__budget_in){
@@ -199,6 +222,8 @@ static struct tier__budget_in budget_in(const struct tier_engine *e)
 		.drain_flush = e->drain_flush, .drain_evict = e->drain_evict,
 		.any_dirty = e->n_dirty != 0,
 		.base_lat_ewma = e->base_lat_ewma, .base_lat_floor = e->base_lat_floor,
+		.turnover = evicted_bytes(e) < e->turnover_until,
+		.reqs_inflight = e->reqs_inflight,
 	};
 }
 

@@ -746,11 +746,37 @@ struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__
 	return m;
 }
 
+#define PHASE_DROP 0.10
+
+bool tier__decide_phase_change(double hit_fast, double hit_slow)
+{
+	return hit_slow - hit_fast > PHASE_DROP;
+}
+
+/*
+ * A full cache turning over after a phase change: the agent keeps a
+ * quarter of the client requests in flight, as agent_max_ops (4) is of a
+ * queue depth of 16, at most 4x agent_max_ops.  Deeper clients otherwise
+ * keep the agent's few jobs at the back of the base's queue and the cache
+ * full of the last phase's data, admitting nothing (docs/BENCHMARKS.md,
+ * "A phase change turns the cache over"); a stationary load keeps the
+ * full cache it has, which is what suits it.
+ */
+static uint64_t turnover_ops(const struct tier_params *p, const struct tier__budget_in *b)
+{
+	uint64_t n = b->reqs_inflight / 4;
+
+	if (b->m.evict != TIER_EVICT_FULL || !b->turnover)
+		return 0;
+	return n < 4 * p->agent_max_ops ? n : 4 * p->agent_max_ops;
+}
+
 /*
  * Flushes in flight: agent_max_low_ops in low mode, agent_max_ops in high
  * mode, a drain or a full cache of dirty objects (flushing is what makes
- * room); halved (high) or one (low) while base latency is over twice its
- * floor, so client I/O on base is not starved.
+ * room), more while a full cache turns over (turnover_ops); halved (high)
+ * or one (low) while base latency is over twice its floor, so client I/O
+ * on base is not starved.
  */
 uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tier__budget_in *b)
 {
@@ -765,17 +791,22 @@ uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tie
 	}
 	if (b->m.evict == TIER_EVICT_FULL && n < p->agent_max_ops && b->any_dirty)
 		n = p->agent_max_ops;
+	if (b->any_dirty && turnover_ops(p, b) > n)
+		n = turnover_ops(p, b);
 	if (n > 1 && b->m.evict != TIER_EVICT_FULL && b->base_lat_floor > 0 &&
 	    b->base_lat_ewma > 2.0 * b->base_lat_floor)
 		n = b->m.flush == TIER_FLUSH_HIGH ? n / 2 : 1;
 	return n;
 }
 
-/* Evictions in flight: all of agent_max_ops when full or draining, its effort share when some. */
+/*
+ * Evictions in flight: all of agent_max_ops when full or draining (more
+ * while a full cache turns over), its effort share when some.
+ */
 uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tier__budget_in *b)
 {
 	if (b->drain_evict || b->m.evict == TIER_EVICT_FULL)
-		return p->agent_max_ops;
+		return turnover_ops(p, b) > p->agent_max_ops ? turnover_ops(p, b) : p->agent_max_ops;
 	if (b->m.evict == TIER_EVICT_SOME) {
 		uint64_t n = (uint64_t)ceil((double)p->agent_max_ops * b->m.effort_pct / 100.0);
 		return n ? n : 1;

@@ -219,7 +219,14 @@ struct tier__budget_in {
 	bool drain_flush, drain_evict;  /* an admin flush / evict runs */
 	bool any_dirty;
 	double base_lat_ewma, base_lat_floor;
+	bool turnover;                  /* a phase change: the cache turns over */
+	uint64_t reqs_inflight;         /* client requests in the engine */
 };
+/*
+ * A phase change: the hit ratio over the last ~1000 counted requests is
+ * PHASE_DROP (10 points) under the one over the last ~30000.
+ */
+bool tier__decide_phase_change(double hit_fast, double hit_slow);
 uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tier__budget_in *b);
 uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tier__budget_in *b);
 

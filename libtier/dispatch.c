@@ -556,22 +556,26 @@ static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__
 	switch (route) {
 	case TIER__R_HIT:
 		tier__count(e, x->img, read_hits, 1);
+		tier__agent_note_hit(e, true);
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_HIT_PARTIAL:
+		tier__agent_note_hit(e, false);
 		tier__count(e, x->img, read_misses, 1);
 		tier__count(e, x->img, read_miss_bytes, x->len);
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_EXTENT_MISS:
+		tier__agent_note_hit(e, false);
 		tier__count(e, x->img, read_misses, 1);
 		tier__count(e, x->img, read_miss_bytes, x->len);
 		x->step = XS_READ_RUNS;
 		read_next(e, o, x);
 		return;
 	default:   /* PROXY, PROXY_THEN_PROMOTE */
+		tier__agent_note_hit(e, false);
 		tier__count(e, x->img, read_misses, 1);
 		tier__count(e, x->img, read_miss_bytes, x->len);
 		tier__count(e, x->img, proxy_reads, 1);
@@ -1101,6 +1105,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	if (d.nocache)
 		x->nocache = 1;
 	if (d.count != TIER__C_NONE && !(x->seen & 2)) {
+		tier__agent_note_hit(e, d.count == TIER__C_HIT);
 		if (d.count == TIER__C_HIT) {
 			tier__count(e, x->img, write_hits, 1);
 		} else {

@@ -263,6 +263,13 @@ struct tier_engine {
 	int in_submit;                  /* no callbacks while > 0 */
 	bool debug;                     /* format DEBUG messages (route traces) */
 	uint64_t reqs_inflight, jobs_inflight, exts_inflight;
+	/*
+	 * The hit ratio of the counted requests, averaged over about 1024 and
+	 * 32768 of them (tier__agent_note_hit); after a phase change the agent
+	 * hurries until the evictions reach turnover_until (evicted bytes).
+	 */
+	double hit_fast, hit_slow;
+	uint64_t turnover_until;
 
 	struct tier__ext *free_ext;
 	void **chunks;
@@ -538,6 +545,11 @@ double tier__full_ratio_less(const struct tier_engine *e, uint64_t bytes, uint64
 void tier__agent_cool(struct tier_engine *e, struct tier__obj *o, uint64_t until_ms);
 void tier__agent_hot_expire(struct tier_engine *e);
 double tier__dirty_ratio(const struct tier_engine *e);
+/*
+ * A counted request hit (true) or missed the cache: the agent's phase-change
+ * signal (tier__decide_phase_change).
+ */
+void tier__agent_note_hit(struct tier_engine *e, bool hit);
 
 /* hsarch.c */
 void tier__hitsets_start_load(struct tier_engine *e);

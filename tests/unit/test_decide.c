@@ -924,6 +924,58 @@ static void test_agent_budgets(void **state)
 	assert_int_equal(tier__decide_flush_budget(&p, &b), 8);
 }
 
+/*
+ * A full cache turning over after a phase change: the agent keeps a
+ * quarter of the client requests in flight (at most 4x agent_max_ops);
+ * without the phase change, under full, or at queue depths where a quarter
+ * is no more than agent_max_ops, the budgets are as before.
+ */
+static void test_agent_turnover_budgets(void **state)
+{
+	struct tier_params p;
+	struct tier__budget_in b = { 0 };
+
+	(void)state;
+	tier_params_default(&p);
+	p.agent_max_ops = 4;
+	b.m.evict = TIER_EVICT_FULL;
+	b.m.effort_pct = 100;
+	b.any_dirty = true;
+	b.reqs_inflight = 64;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 4);   /* no phase change */
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 4);
+	b.turnover = true;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 16);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 16);
+	b.reqs_inflight = 1000;                                    /* capped at 4x */
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 16);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 16);
+	b.reqs_inflight = 16;                                      /* QD 16: as before */
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 4);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 4);
+	b.reqs_inflight = 40;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 10);
+	b.any_dirty = false;                                       /* nothing to flush */
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 0);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 10);
+	b.any_dirty = true;
+	b.m.evict = TIER_EVICT_SOME;                               /* only when full */
+	b.m.effort_pct = 50;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 2);
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 0);
+	b.m.flush = TIER_FLUSH_HIGH;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 4);
+
+	/* the phase change: 10 points fewer hits lately than over the long run */
+	assert_false(tier__decide_phase_change(0.0, 0.0));
+	assert_false(tier__decide_phase_change(0.75, 0.80));
+	assert_false(tier__decide_phase_change(0.71, 0.80));
+	assert_true(tier__decide_phase_change(0.69, 0.80));
+	assert_true(tier__decide_phase_change(0.20, 0.80));
+	assert_false(tier__decide_phase_change(0.90, 0.80));       /* hitting more */
+	assert_false(tier__decide_phase_change(0.02, 0.05));       /* a load that never hits */
+}
+
 static void test_durability_choices(void **state)
 {
 	(void)state;
@@ -1053,6 +1105,7 @@ int main(void)
 		cmocka_unit_test(test_flush_how),
 		cmocka_unit_test(test_evict_how),
 		cmocka_unit_test(test_agent_budgets),
+		cmocka_unit_test(test_agent_turnover_budgets),
 		cmocka_unit_test(test_durability_choices),
 		cmocka_unit_test(test_obj_check),
 	};
