@@ -211,8 +211,22 @@ void tier__agent_note_hit(struct tier_engine *e, bool hit)
 {
 	e->hit_fast += ((hit ? 1.0 : 0.0) - e->hit_fast) / HIT_FAST_N;
 	e->hit_slow += ((hit ? 1.0 : 0.0) - e->hit_slow) / HIT_SLOW_N;
-	if (tier__decide_phase_change(e->hit_fast, e->hit_slow))
+	e->hits_noted++;
+	if (tier__decide_phase_change(e->hit_fast, e->hit_slow)) {
 		e->turnover_until = evicted_bytes(e) + e->cached_bytes;
+		e->turnover_noted = e->hits_noted;
+	}
+}
+
+/*
+ * The turnover lasts until that many bytes are evicted, and no longer than
+ * HIT_SLOW_N requests after the last sign: a sign seen while the cache had
+ * room does not wait for the next time it fills.
+ */
+static bool turnover(const struct tier_engine *e)
+{
+	return evicted_bytes(e) < e->turnover_until &&
+	       e->hits_noted - e->turnover_noted < (uint64_t)HIT_SLOW_N;
 }
 
 static struct tier__budget_in budget_in(const struct tier_engine *e)
@@ -222,7 +236,7 @@ static struct tier__budget_in budget_in(const struct tier_engine *e)
 		.drain_flush = e->drain_flush, .drain_evict = e->drain_evict,
 		.any_dirty = e->n_dirty != 0,
 		.base_lat_ewma = e->base_lat_ewma, .base_lat_floor = e->base_lat_floor,
-		.turnover = evicted_bytes(e) < e->turnover_until,
+		.turnover = turnover(e),
 		.reqs_inflight = e->reqs_inflight,
 	};
 }

@@ -756,7 +756,9 @@ bool tier__decide_phase_change(double hit_fast, double hit_slow)
 /*
  * A full cache turning over after a phase change: the agent keeps a
  * quarter of the client requests in flight, as agent_max_ops (4) is of a
- * queue depth of 16, at most 4x agent_max_ops.  Deeper clients otherwise
+ * queue depth of 16, at most 4x agent_max_ops and agent_max_ops + 64 (a
+ * flush job holds a buffer; not for an admin drain or cache_mode none,
+ * which keep agent_max_ops).  Deeper clients otherwise
  * keep the agent's few jobs at the back of the base's queue and the cache
  * full of the last phase's data, admitting nothing (docs/BENCHMARKS.md,
  * "A phase change turns the cache over"); a stationary load keeps the
@@ -764,11 +766,14 @@ bool tier__decide_phase_change(double hit_fast, double hit_slow)
  */
 static uint64_t turnover_ops(const struct tier_params *p, const struct tier__budget_in *b)
 {
-	uint64_t n = b->reqs_inflight / 4;
+	uint64_t n = b->reqs_inflight / 4, cap = 4 * p->agent_max_ops;
 
-	if (b->m.evict != TIER_EVICT_FULL || !b->turnover)
+	if (b->m.evict != TIER_EVICT_FULL || !b->turnover || b->drain_flush || b->drain_evict ||
+	    p->cache_mode == TIER_MODE_NONE)
 		return 0;
-	return n < 4 * p->agent_max_ops ? n : 4 * p->agent_max_ops;
+	if (cap > p->agent_max_ops + 64)
+		cap = p->agent_max_ops + 64;
+	return n < cap ? n : cap;
 }
 
 /*

@@ -965,6 +965,25 @@ static void test_agent_turnover_budgets(void **state)
 	assert_int_equal(tier__decide_flush_budget(&p, &b), 0);
 	b.m.flush = TIER_FLUSH_HIGH;
 	assert_int_equal(tier__decide_flush_budget(&p, &b), 4);
+	b.m.evict = TIER_EVICT_FULL;
+	b.m.effort_pct = 100;
+	b.reqs_inflight = 64;
+	b.drain_evict = true;                                      /* an admin drain: as before */
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 4);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 4);
+	b.drain_evict = false;
+	b.drain_flush = true;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 4);
+	b.drain_flush = false;
+	p.cache_mode = TIER_MODE_NONE;                             /* draining for none: as before */
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 4);
+	p.cache_mode = TIER_MODE_WRITEBACK;
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 16);
+	p.agent_max_ops = 100;                                     /* at most agent_max_ops + 64 */
+	b.reqs_inflight = 10000;
+	assert_int_equal(tier__decide_flush_budget(&p, &b), 164);
+	assert_int_equal(tier__decide_evict_budget(&p, &b), 164);
+	p.agent_max_ops = 4;
 
 	/* the phase change: 10 points fewer hits lately than over the long run */
 	assert_false(tier__decide_phase_change(0.0, 0.0));
