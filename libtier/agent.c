@@ -128,6 +128,8 @@ void tier__agent_modes(struct tier_engine *e)
 	e->flush_mode = m.flush;
 	e->evict_mode = m.evict;
 	e->effort_pct = m.effort_pct;
+	if (m.evict == TIER_EVICT_IDLE)
+		e->turnover_until = 0;   /* room again: whatever was turning over is gone */
 }
 
 struct want_arg {
@@ -202,8 +204,9 @@ static uint64_t evicted_bytes(const struct tier_engine *e)
 
 /*
  * Each counted request moves the two averages; a phase change (the last
- * ~1000 requests hit far less often than the last ~30000) gives the agent
- * its hurry until it has evicted as many bytes as the cache holds now:
+ * ~1000 requests hit far less often than the last ~30000) seen while the
+ * agent evicts gives it its hurry until it has evicted as many bytes as
+ * the cache holds now, or the cache has room again (tier__agent_modes):
  * one turnover of what the old phase left (docs/BENCHMARKS.md, "A phase
  * change turns the cache over").
  */
@@ -211,22 +214,8 @@ void tier__agent_note_hit(struct tier_engine *e, bool hit)
 {
 	e->hit_fast += ((hit ? 1.0 : 0.0) - e->hit_fast) / HIT_FAST_N;
 	e->hit_slow += ((hit ? 1.0 : 0.0) - e->hit_slow) / HIT_SLOW_N;
-	e->hits_noted++;
-	if (tier__decide_phase_change(e->hit_fast, e->hit_slow)) {
+	if (e->evict_mode != TIER_EVICT_IDLE && tier__decide_phase_change(e->hit_fast, e->hit_slow))
 		e->turnover_until = evicted_bytes(e) + e->cached_bytes;
-		e->turnover_noted = e->hits_noted;
-	}
-}
-
-/*
- * The turnover lasts until that many bytes are evicted, and no longer than
- * HIT_SLOW_N requests after the last sign: a sign seen while the cache had
- * room does not wait for the next time it fills.
- */
-static bool turnover(const struct tier_engine *e)
-{
-	return evicted_bytes(e) < e->turnover_until &&
-	       e->hits_noted - e->turnover_noted < (uint64_t)HIT_SLOW_N;
 }
 
 static struct tier__budget_in budget_in(const struct tier_engine *e)
@@ -236,7 +225,7 @@ static struct tier__budget_in budget_in(const struct tier_engine *e)
 		.drain_flush = e->drain_flush, .drain_evict = e->drain_evict,
 		.any_dirty = e->n_dirty != 0,
 		.base_lat_ewma = e->base_lat_ewma, .base_lat_floor = e->base_lat_floor,
-		.turnover = turnover(e),
+		.turnover = evicted_bytes(e) < e->turnover_until,
 		.reqs_inflight = e->reqs_inflight,
 	};
 }

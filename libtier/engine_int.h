@@ -266,11 +266,11 @@ struct tier_engine {
 	/*
 	 * The hit ratio of the counted requests, averaged over about 1024 and
 	 * 32768 of them (tier__agent_note_hit); after a phase change the agent
-	 * hurries until the evictions reach turnover_until (evicted bytes), at
-	 * most 32768 requests after the last sign (turnover_noted).
+	 * hurries until the evictions reach turnover_until (evicted bytes) or
+	 * the cache has room again (evict mode idle).
 	 */
 	double hit_fast, hit_slow;
-	uint64_t turnover_until, hits_noted, turnover_noted;
+	uint64_t turnover_until;
 
 	struct tier__ext *free_ext;
 	void **chunks;

@@ -1101,6 +1101,81 @@ static void test_full_mode_at_100_percent(void **state)
 }
 
 /*
+ * A phase change turns a full cache over faster (DESIGN-CHANGES 29): 90
+ * dirty objects of 100 (evict mode some, the min ages keeping the agent
+ * out; readproxy, so that read misses admit nothing), reads that hit,
+ * then reads that miss (the sign: the recent hit
+ * ratio 10 points under the long one) or, without it, more hits.  Then
+ * 64 client reads stay in flight on a slow base and the target drops to
+ * 90 objects (full, min ages off): the agent's jobs in flight are a
+ * quarter of them (16 a budget) after the sign, agent_max_ops (4) without
+ * it.  A
+ * sign seen while the cache had room (evict mode idle) arms nothing.
+ */
+static unsigned turnover_jobs(int sign, bool room)
+{
+	struct tier_params p = agent_params();
+	struct tier_mem_opts bo = { .virtual_time = true,
+				    .model = { .read_latency_us = 1000, .write_latency_us = 1000 } };
+	struct tier_mem_opts co = { .virtual_time = true };
+	struct env *v = calloc(1, sizeof(*v));
+	static struct sreq rd[64];
+	static uint8_t buf[64][512];
+	uint8_t b[512];
+	unsigned n;
+
+	assert_non_null(v);
+	p.cache_mode = TIER_MODE_READPROXY;      /* read misses stay misses, nothing admitted */
+	v->p = p;
+	v->vt = true;
+	v->now_ns = 1000000000ull;
+	v->isz = 1000 * OS;
+	assert_int_equal(tier_cq_create(NULL, NULL, &v->cq), 0);
+	assert_int_equal(tier_store_mem_create("base", &bo, v->cq, &v->base), 0);
+	assert_int_equal(tier_store_mem_create("cache", &co, v->cq, &v->cache), 0);
+	tier_store_mem_advance(v->base, v->now_ns);
+	tier_store_mem_advance(v->cache, v->now_ns);
+	assert_int_equal(env_engine(v), 1);
+	write_objs(v, 0, 90);
+	if (room) {                              /* evict mode idle while the sign comes */
+		p.target_max_objects = 1000;
+		env_set_params(v, &p);
+	}
+	assert_int_equal(env_stats(v).evict_mode, room ? TIER_EVICT_IDLE : TIER_EVICT_SOME);
+	for (int i = 0; i < 8000; i++)           /* the long run hits */
+		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)(i % 90) * OS, 512, b, 0), 0);
+	for (int i = 0; i < 2500; i++)           /* then misses (sign) or hits */
+		assert_int_equal(env_io(v, TIER_REQ_READ,
+					(uint64_t)(sign ? 200 + i % 500 : i % 90) * OS, 512, b, 0), 0);
+	for (int i = 0; i < 64; i++) {
+		rd[i] = (struct sreq){ .r = { .type = TIER_REQ_READ, .off = (uint64_t)(800 + i) * OS,
+					     .len = 512, .buf = buf[i], .cb = sreq_cb } };
+		assert_int_equal(tier_image_submit(v->img, &rd[i].r), 0);
+	}
+	assert_true(env_stats(v).requests_in_flight >= 64);
+	p.target_max_objects = 90;               /* full: flushing makes room */
+	env_set_params(v, &p);
+	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_FULL);
+	n = (unsigned)env_stats(v).agent_ops_in_flight;
+	env_pump(v);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(rd[i].done, 1);
+	env_free(v);
+	return n;
+}
+
+static void test_phase_change_turns_full_cache_over(void **state)
+{
+	unsigned base = turnover_jobs(0, false);
+	(void)state;
+
+	/* flushes, and evictions that flush first, each to its budget */
+	assert_true(base > 0);
+	assert_int_equal(turnover_jobs(1, false), 4 * base);   /* 16 in flight each, not 4 */
+	assert_int_equal(turnover_jobs(1, true), base);
+}
+
+/*
  * Over 100% of target every victim with nothing to drop (each extent read
  * since the last look) would get a second chance; the order's victims get
  * none there: the agent's first run makes room in every mode, as with
@@ -1505,6 +1580,7 @@ int main(void)
 		cmocka_unit_test(test_read_fill_enters_unreferenced),
 		cmocka_unit_test(test_partial_eviction_not_when_objects_bind),
 		cmocka_unit_test(test_full_mode_at_100_percent),
+		cmocka_unit_test(test_phase_change_turns_full_cache_over),
 		cmocka_unit_test(test_over_full_no_second_chance_delay),
 		cmocka_unit_test(test_hand_visits_not_counted_as_skips),
 		cmocka_unit_test(test_hand_visits_key_zero),
