@@ -545,37 +545,54 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__
 	}
 }
 
+/*
+ * The agent's phase-change signal (tier__agent_note_hit) leaves out the
+ * reads of a sequential stream: a scan hits less than the working set,
+ * and its reads are not a move of the working set (hotscan: the turnover
+ * it set off cost misses and p99; docs/BENCHMARKS.md, "A phase change
+ * turns the cache over").
+ */
+static void note_read(struct tier_engine *e, bool stream, bool hit)
+{
+	if (!stream)
+		tier__agent_note_hit(e, hit);
+}
+
 static void start_read(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
 		       enum tier__route route)
 {
+	bool stream = false;
+
 	q_pop(o, x);
 	o->nrun++;
 	x->pos = x->off;
-	if (x->req)
+	if (x->req) {
+		stream = read_continues(e, o, x);
 		read_remember(e, o, x);
+	}
 	switch (route) {
 	case TIER__R_HIT:
 		tier__count(e, x->img, read_hits, 1);
-		tier__agent_note_hit(e, true);
+		note_read(e, stream, true);
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_HIT_PARTIAL:
-		tier__agent_note_hit(e, false);
+		note_read(e, stream, false);
 		tier__count(e, x->img, read_misses, 1);
 		tier__count(e, x->img, read_miss_bytes, x->len);
 		x->step = XS_READ_CACHE;
 		read_issue(e, x, true, x->off, x->len);
 		return;
 	case TIER__R_EXTENT_MISS:
-		tier__agent_note_hit(e, false);
+		note_read(e, stream, false);
 		tier__count(e, x->img, read_misses, 1);
 		tier__count(e, x->img, read_miss_bytes, x->len);
 		x->step = XS_READ_RUNS;
 		read_next(e, o, x);
 		return;
 	default:   /* PROXY, PROXY_THEN_PROMOTE */
-		tier__agent_note_hit(e, false);
+		note_read(e, stream, false);
 		tier__count(e, x->img, read_misses, 1);
 		tier__count(e, x->img, read_miss_bytes, x->len);
 		tier__count(e, x->img, proxy_reads, 1);

@@ -1104,13 +1104,13 @@ static void test_full_mode_at_100_percent(void **state)
  * A phase change turns a full cache over faster (DESIGN-CHANGES 29): 90
  * dirty objects of 100 (evict mode some, the min ages keeping the agent
  * out; readproxy, so that read misses admit nothing), reads that hit,
- * then reads that miss (the sign: the recent hit
- * ratio 10 points under the long one) or, without it, more hits.  Then
- * 64 client reads stay in flight on a slow base and the target drops to
- * 90 objects (full, min ages off): the agent's jobs in flight are a
- * quarter of them (16 a budget) after the sign, agent_max_ops (4) without
- * it.  A
- * sign seen while the cache had room (evict mode idle) arms nothing.
+ * then reads that miss (the sign: the recent hit ratio 10 points under the
+ * long one) or, without it, more hits.  Then 64 client reads stay in
+ * flight on a slow base and the target drops to 90 objects (full, min
+ * ages off): the agent's jobs in flight are a quarter of them (16 a
+ * budget) after the sign, agent_max_ops (4) without it.  A sign seen
+ * while the cache had room (evict mode idle) arms nothing, and a scan's
+ * misses (reads that continue a stream) are no sign.
  */
 static unsigned turnover_jobs(int sign, bool room)
 {
@@ -1144,9 +1144,12 @@ static unsigned turnover_jobs(int sign, bool room)
 	assert_int_equal(env_stats(v).evict_mode, room ? TIER_EVICT_IDLE : TIER_EVICT_SOME);
 	for (int i = 0; i < 8000; i++)           /* the long run hits */
 		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)(i % 90) * OS, 512, b, 0), 0);
-	for (int i = 0; i < 2500; i++)           /* then misses (sign) or hits */
-		assert_int_equal(env_io(v, TIER_REQ_READ,
-					(uint64_t)(sign ? 200 + i % 500 : i % 90) * OS, 512, b, 0), 0);
+	for (int i = 0; i < 2500; i++) {         /* then misses (sign), a scan's misses or hits */
+		uint64_t off = sign == 1 ? (uint64_t)(200 + i % 500) * OS :
+			       sign == 2 ? (uint64_t)(200 + i / 128) * OS + (uint64_t)(i % 128) * 512 :
+			       (uint64_t)(i % 90) * OS;
+		assert_int_equal(env_io(v, TIER_REQ_READ, off, 512, b, 0), 0);
+	}
 	for (int i = 0; i < 64; i++) {
 		rd[i] = (struct sreq){ .r = { .type = TIER_REQ_READ, .off = (uint64_t)(800 + i) * OS,
 					     .len = 512, .buf = buf[i], .cb = sreq_cb } };
@@ -1173,6 +1176,7 @@ static void test_phase_change_turns_full_cache_over(void **state)
 	assert_true(base > 0);
 	assert_int_equal(turnover_jobs(1, false), 4 * base);   /* 16 in flight each, not 4 */
 	assert_int_equal(turnover_jobs(1, true), base);
+	assert_int_equal(turnover_jobs(2, false), base);     /* a scan is no phase change */
 }
 
 /*
