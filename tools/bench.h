@@ -54,6 +54,11 @@ struct cfg {
 	enum gen_dist_type dist;
 	double dist_param;
 	uint32_t write_pct, seed;
+	/* --pattern and its knobs, as tier-sim's (tools/gen.h; 0 = its default) */
+	enum gen_pattern pattern;
+	const char *pattern_s;
+	uint32_t hot_pct, parts;
+	uint64_t period, scan_len;
 	bool verify;
 	int server_pid;     /* > 0: also measure that process's CPU time per run (/proc) */
 };

@@ -700,9 +700,11 @@ void print_num(FILE *f, double v, int prec, bool json)
 
 static void print_table(const struct cfg *c, const struct run *runs, size_t n)
 {
-	printf("tier-bench%s%s: %s %s bs %" PRIu64 "%s over %" PRIu64 " MiB\n",
+	printf("tier-bench%s%s: %s%s%s %s bs %" PRIu64 "%s over %" PRIu64 " MiB\n",
 	       c->label ? " " : "", c->label ? c->label : "",
-	       c->trace_path ? c->trace_path : c->dist_s, c->trace_path ? "trace" : c->rw_s,
+	       c->trace_path ? c->trace_path : c->dist_s,
+	       c->pattern_s && !c->trace_path ? " pattern " : "",
+	       c->pattern_s && !c->trace_path ? c->pattern_s : "", c->trace_path ? "trace" : c->rw_s,
 	       c->bs, c->verify ? " verify" : "", c->size >> 20);
 	printf("%-22s", "QD");
 	for (size_t i = 0; i < n; i++)
@@ -826,6 +828,9 @@ static void usage(FILE *f)
 	      "  --ops N            counted requests per run instead of --runtime\n"
 	      "  --dist D           zipf:THETA | pareto:H | uniform | seq (default zipf:1.1)\n"
 	      "  --rw RW            write | read | randrw:W (W = write %; default write)\n"
+	      "  --pattern P        plain | hotscan | shift | log | vms | loop over --dist, as\n"
+	      "                     tier-sim's (tools/gen.h; default plain), with --hot-pct P,\n"
+	      "                     --period N, --scan-len N, --parts N\n"
 	      "  --bs SIZE          request size (default 4k)\n"
 	      "  --size SIZE        bytes of the export to use from offset 0 (default: all)\n"
 	      "  --seed N           generator seed (default 1)\n"
@@ -894,7 +899,9 @@ static void parse_args(struct cfg *c, int argc, char **argv)
 		{"dist", 1, NULL, 'd'}, {"rw", 1, NULL, 'w'}, {"bs", 1, NULL, 'b'},
 		{"size", 1, NULL, 'S'}, {"seed", 1, NULL, 's'}, {"trace", 1, NULL, 'T'},
 		{"verify", 0, NULL, 'V'}, {"label", 1, NULL, 'l'}, {"csv", 1, NULL, 'c'},
-		{"json", 1, NULL, 'j'}, {"help", 0, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"json", 1, NULL, 'j'}, {"help", 0, NULL, 'h'}, {"pattern", 1, NULL, 'P'},
+		{"hot-pct", 1, NULL, 'H'}, {"period", 1, NULL, 'E'}, {"scan-len", 1, NULL, 'L'},
+		{"parts", 1, NULL, 'A'}, {NULL, 0, NULL, 0},
 	};
 	int o;
 
@@ -919,6 +926,11 @@ static void parse_args(struct cfg *c, int argc, char **argv)
 		case 'l': c->label = optarg; break;
 		case 'c': c->csv = optarg; break;
 		case 'j': c->json = optarg; break;
+		case 'P': c->pattern_s = optarg; break;
+		case 'H': c->hot_pct = (uint32_t)parse_num("--hot-pct", optarg, 1, 99); break;
+		case 'E': c->period = (uint64_t)parse_num("--period", optarg, 1, 1e15); break;
+		case 'L': c->scan_len = (uint64_t)parse_num("--scan-len", optarg, 1, 1e15); break;
+		case 'A': c->parts = (uint32_t)parse_num("--parts", optarg, 1, GEN_MAX_PARTS); break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -931,6 +943,8 @@ static void parse_args(struct cfg *c, int argc, char **argv)
 		die("--dist: '%s' is not zipf:THETA, pareto:H, uniform or seq", c->dist_s);
 	if (gen_parse_rw(c->rw_s, &c->write_pct) < 0)
 		die("--rw: '%s' is not read, write or randrw:W", c->rw_s);
+	if (c->pattern_s && gen_parse_pattern(c->pattern_s, &c->pattern) < 0)
+		die("--pattern: plain, hotscan, shift, log, vms or loop, got '%s'", c->pattern_s);
 	if (c->bs < 512 || c->bs % 512 || c->bs > (32u << 20))
 		die("--bs: a multiple of 512 up to 32M");
 	if (c->verify && c->bs > (1u << 20))
@@ -992,7 +1006,9 @@ static void job_open(struct bench *b, struct job *j, struct cfg *c, const char *
 	j->size = want;
 	if (!c->trace_path) {
 		struct gen_workload_opts o = { .type = c->dist, .param = c->dist_param,
-			.write_pct = c->write_pct, .bs = c->bs, .size = j->size, .seed = seed };
+			.write_pct = c->write_pct, .bs = c->bs, .size = j->size, .seed = seed,
+			.pattern = c->pattern, .hot_pct = c->hot_pct, .period = c->period,
+			.scan_len = c->scan_len, .parts = c->parts };
 		if (gen_workload_init(&j->wl, &o) < 0)
 			die("generator: bad parameters");
 	}

@@ -8,7 +8,8 @@
 # cache.  Then
 # the negative controls: --verify must fail against a server that drops
 # writes (nbdkit null), and an unreachable URI must fail.  And a bounded run
-# of deploy/bench-scan.sh (its lines carry non-zero IOPS for both tierds).
+# of deploy/bench-scan.sh (its lines carry non-zero IOPS for both tierds),
+# and --pattern (tier-sim's patterns) reaches the generator.
 . "$(dirname "$0")/lib.sh"
 
 : "${TIER_BENCH:?set TIER_BENCH to the tier-bench binary}"
@@ -55,6 +56,22 @@ head -1 "$WORK/out.csv" | grep -q '^label,qd,ops,' || fail "CSV header"
 awk -F, 'NR > 1 && ($1 != "it" || $11 <= 0) { bad = 1 } END { exit bad }' "$WORK/out.csv" ||
 	fail "CSV rows lack the label or IOPS"
 grep -q '^IOPS ' "$WORK/table.txt" || fail "table has no IOPS row"
+
+# --pattern reaches the generator: log over reads appends every other
+# request (a write past the hot part), so half of them are writes
+log "tier-bench --pattern log --rw read: half the requests are appends"
+"$TIER_BENCH" --uri "$(uri)" --qd 2 --ops 2000 --dist zipf:1.1 --rw read --pattern log \
+	--hot-pct 20 --bs 4k --csv "$WORK/log.csv" > "$WORK/log.txt" ||
+	{ cat "$WORK/log.txt"; fail "tier-bench --pattern log exited with status $?"; }
+grep -q ': zipf:1.1 pattern log read bs 4096' "$WORK/log.txt" ||
+	fail "the table does not name the pattern: $(head -1 "$WORK/log.txt")"
+awk -F, 'NR == 2 && $6 == 1000 && $5 == 1000 { ok = 1 } END { exit !ok }' "$WORK/log.csv" ||
+	fail "--pattern log: not half writes: $(cat "$WORK/log.csv")"
+if "$TIER_BENCH" --uri "$(uri)" --qd 1 --ops 1 --pattern zigzag 2>"$WORK/pat.err" >/dev/null; then
+	fail "--pattern zigzag accepted"
+fi
+grep -q -- "--pattern: plain, hotscan, shift, log, vms or loop, got 'zigzag'" "$WORK/pat.err" ||
+	fail "bad --pattern error: $(cat "$WORK/pat.err")"
 stop_tierd
 
 if command -v nbdkit >/dev/null; then
