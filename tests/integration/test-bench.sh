@@ -8,8 +8,9 @@
 # cache.  Then
 # the negative controls: --verify must fail against a server that drops
 # writes (nbdkit null), and an unreachable URI must fail.  And a bounded run
-# of deploy/bench-scan.sh (its lines carry non-zero IOPS for both tierds),
-# and --pattern (tier-sim's patterns) reaches the generator.
+# of deploy/bench-scan.sh and of deploy/bench-phase.sh (their lines carry
+# non-zero IOPS for both tierds), and --pattern (tier-sim's patterns)
+# reaches the generator.
 . "$(dirname "$0")/lib.sh"
 
 : "${TIER_BENCH:?set TIER_BENCH to the tier-bench binary}"
@@ -94,6 +95,13 @@ SCAN_SIZE=64M SCAN_TARGET=8M SCAN_WARM=1 SCAN_RUNTIME=2 TIER_BENCH="$TIER_BENCH"
 	>"$WORK/scan.out" 2>"$WORK/scan.err" || { cat "$WORK/scan.err" >&2; fail "bench-scan.sh failed"; }
 [ "$(grep -cE '^[AB]-1 +zipf: IOPS [1-9][0-9]* .* scan: IOPS [1-9][0-9]* ' "$WORK/scan.out")" = 2 ] ||
 	{ cat "$WORK/scan.out" >&2; fail "bench-scan.sh: no IOPS for both runs"; }
+
+log "deploy/bench-phase.sh, bounded: a moving hot spot at QD 16, one A/B round"
+PHASE_OPS=3000 PHASE_QD=16 PHASE_SIZE=1G PHASE_TARGET=8M TIER_BENCH="$TIER_BENCH" \
+	bash "$(dirname "$0")/../../deploy/bench-phase.sh" "$WORK/phase" "$TIERD" "$TIERD" 1 \
+	>"$WORK/phase.out" 2>"$WORK/phase.err" || { cat "$WORK/phase.err" >&2; fail "bench-phase.sh failed"; }
+[ "$(grep -cE '^[AB]-1 +IOPS [1-9][0-9.]* .* hit ratio 0\.[0-9]+ ' "$WORK/phase.out")" = 2 ] ||
+	{ cat "$WORK/phase.out" >&2; fail "bench-phase.sh: no IOPS or hit ratio for both runs"; }
 
 log "an unreachable URI is an error"
 if "$TIER_BENCH" --uri "nbd+unix:///disk?socket=$WORK/nothing.sock" --qd 1 --ops 1 \
