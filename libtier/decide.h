@@ -224,7 +224,7 @@ struct tier__budget_in {
 };
 /*
  * A phase change: the hit ratio over the last ~1000 counted requests is
- * PHASE_DROP (10 points) under the one over the last ~30000.
+ * more than PHASE_DROP (10 points) under the one over the last ~30000.
  */
 bool tier__decide_phase_change(double hit_fast, double hit_slow);
 uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tier__budget_in *b);

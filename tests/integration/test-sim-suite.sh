@@ -194,7 +194,7 @@ for p in sys.argv[1:]:
 PY
 # a phase change at queue depth 64: the hot spot moves while a full cache
 # holds the last phase's data and admits nothing; with the agent's 4 jobs
-# behind 64 client ops on base it stayed that way (31% misses against the
+# behind 64 client ops on base it stayed that way (31.8% misses against the
 # block LRU's 22.8%).  The agent now hurries while the cache turns over
 # (decide.c turnover_ops; docs/BENCHMARKS.md, "A phase change turns the
 # cache over"): within 10% of the block LRU.
