@@ -1109,10 +1109,11 @@ static void test_full_mode_at_100_percent(void **state)
  * flight on a slow base and the target drops to 90 objects (full, min
  * ages off): the agent's jobs in flight are a quarter of them (16 a
  * budget) after the sign, agent_max_ops (4) without it.  A sign seen
- * while the cache had room (evict mode idle) arms nothing, and a scan's
- * misses (reads that continue a stream) are no sign.
+ * while the cache had room (evict mode idle) arms nothing, room after it
+ * ends the turnover, and a scan's misses (reads that continue a stream)
+ * are no sign.
  */
-static unsigned turnover_jobs(int sign, bool room)
+static unsigned turnover_jobs(int sign, int room)
 {
 	struct tier_params p = agent_params();
 	struct tier_mem_opts bo = { .virtual_time = true,
@@ -1137,11 +1138,11 @@ static unsigned turnover_jobs(int sign, bool room)
 	tier_store_mem_advance(v->cache, v->now_ns);
 	assert_int_equal(env_engine(v), 1);
 	write_objs(v, 0, 90);
-	if (room) {                              /* evict mode idle while the sign comes */
+	if (room == 1) {                         /* evict mode idle while the sign comes */
 		p.target_max_objects = 1000;
 		env_set_params(v, &p);
 	}
-	assert_int_equal(env_stats(v).evict_mode, room ? TIER_EVICT_IDLE : TIER_EVICT_SOME);
+	assert_int_equal(env_stats(v).evict_mode, room == 1 ? TIER_EVICT_IDLE : TIER_EVICT_SOME);
 	for (int i = 0; i < 8000; i++)           /* the long run hits */
 		assert_int_equal(env_io(v, TIER_REQ_READ, (uint64_t)(i % 90) * OS, 512, b, 0), 0);
 	for (int i = 0; i < 2500; i++) {         /* then misses (sign), a scan's misses or hits */
@@ -1149,6 +1150,11 @@ static unsigned turnover_jobs(int sign, bool room)
 			       sign == 2 ? (uint64_t)(200 + i / 128) * OS + (uint64_t)(i % 128) * 512 :
 			       (uint64_t)(i % 90) * OS;
 		assert_int_equal(env_io(v, TIER_REQ_READ, off, 512, b, 0), 0);
+	}
+	if (room == 2) {                         /* room after the sign: the turnover ends */
+		p.target_max_objects = 1000;
+		env_set_params(v, &p);
+		assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_IDLE);
 	}
 	for (int i = 0; i < 64; i++) {
 		rd[i] = (struct sreq){ .r = { .type = TIER_REQ_READ, .off = (uint64_t)(800 + i) * OS,
@@ -1169,14 +1175,15 @@ static unsigned turnover_jobs(int sign, bool room)
 
 static void test_phase_change_turns_full_cache_over(void **state)
 {
-	unsigned base = turnover_jobs(0, false);
+	unsigned base = turnover_jobs(0, 0);
 	(void)state;
 
 	/* flushes, and evictions that flush first, each to its budget */
 	assert_true(base > 0);
-	assert_int_equal(turnover_jobs(1, false), 4 * base);   /* 16 in flight each, not 4 */
-	assert_int_equal(turnover_jobs(1, true), base);
-	assert_int_equal(turnover_jobs(2, false), base);     /* a scan is no phase change */
+	assert_int_equal(turnover_jobs(1, 0), 4 * base);     /* 16 in flight each, not 4 */
+	assert_int_equal(turnover_jobs(1, 1), base);         /* the sign came with room */
+	assert_int_equal(turnover_jobs(1, 2), base);         /* room came after it */
+	assert_int_equal(turnover_jobs(2, 0), base);         /* a scan is no phase change */
 }
 
 /*
