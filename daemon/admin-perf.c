@@ -69,6 +69,7 @@ static const struct desc descs[] = {
 	{"agent_skip_busy", "agent candidates skipped: busy"},
 	{"agent_skip_hot", "agent candidates skipped: written during their last flush"},
 	{"agent_skip_young", "agent candidates skipped: younger than the minimum age"},
+	{"agent_turnovers", "phase changes after which a full cache turned over faster"},
 	{"cached_objects", "objects in the cache"}, {"cached_bytes", "bytes in the cache"},
 	{"dirty_objects", "objects not yet flushed"}, {"dirty_bytes", "bytes not yet flushed"},
 	{"flush_mode", "agent flush mode (0 idle, 1 low, 2 high)"},

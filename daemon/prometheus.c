@@ -194,6 +194,9 @@ static const struct pfield engine_fields[] = {
 	 "reason=\"busy\"", OFF(agent_skip_busy)},
 	{"tierd_agent_skips_total", 0, 0, "reason=\"hot\"", OFF(agent_skip_hot)},
 	{"tierd_agent_skips_total", 0, 0, "reason=\"young\"", OFF(agent_skip_young)},
+	{"tierd_agent_turnovers_total", "counter",
+	 "Phase changes after which a full cache turned over faster (more agent jobs).", NULL,
+	 OFF(agent_turnovers)},
 	{"tierd_agent_ops_in_flight", "gauge", "Agent flushes and evictions in flight.", NULL, OFF(agent_ops_in_flight)},
 	{"tierd_requests_in_flight", "gauge", "Client requests in flight.", NULL, OFF(requests_in_flight)},
 };

@@ -214,8 +214,11 @@ void tier__agent_note_hit(struct tier_engine *e, bool hit)
 {
 	e->hit_fast += ((hit ? 1.0 : 0.0) - e->hit_fast) / HIT_FAST_N;
 	e->hit_slow += ((hit ? 1.0 : 0.0) - e->hit_slow) / HIT_SLOW_N;
-	if (e->evict_mode != TIER_EVICT_IDLE && tier__decide_phase_change(e->hit_fast, e->hit_slow))
+	if (e->evict_mode != TIER_EVICT_IDLE && tier__decide_phase_change(e->hit_fast, e->hit_slow)) {
+		if (evicted_bytes(e) >= e->turnover_until)
+			tier__count(e, NULL, agent_turnovers, 1);
 		e->turnover_until = evicted_bytes(e) + e->cached_bytes;
+	}
 }
 
 static struct tier__budget_in budget_in(const struct tier_engine *e)

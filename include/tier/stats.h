@@ -33,7 +33,7 @@ extern "C" {
 	X(evict_partial) X(evict_partial_bytes) X(evict_again) X(evict_pass)
 #define TIER_ENGINE_COUNTERS(X)                                                 \
 	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)             \
-	X(agent_skip_busy) X(agent_skip_hot) X(agent_skip_young)
+	X(agent_skip_busy) X(agent_skip_hot) X(agent_skip_young) X(agent_turnovers)
 #define TIER_COUNTERS(X) TIER_IMAGE_COUNTERS(X) TIER_ENGINE_COUNTERS(X)
 
 /* X(name): current values (gauges); the image ones per image too. */

@@ -55,7 +55,7 @@ M64 = (1 << 64) - 1
 ZERO = bytes(BS)
 EXT4_IOC_SHUTDOWN = 0x8004587D            # _IOR('X', 125, __u32)
 EXT4_GOING_FLAGS_NOLOGFLUSH = 2
-QD = 16
+QD = int(os.environ.get("TIER_POWERCUT_QD", "16"))   # client requests in flight
 MAX_PRINT = 25                            # failure lines printed per round
 
 
@@ -696,13 +696,14 @@ hit_set_period = 1s
 hit_set_count = 4
 promote_max_bytes_sec = 0
 promote_max_objects_sec = 0
-agent_max_ops = 8
+agent_max_ops = %(agent_ops)d
 agent_max_low_ops = 4
 %(extra)s
 [image.disk]
 size = %(size)d
 """ % dict(sock=self.sock, asok=self.asok, data=os.path.join(self.mnt, "data"), mode=a.mode,
-           cache=a.cache, extra=extra, size=a.image_size))
+           cache=a.cache, extra=extra, size=a.image_size,
+           agent_ops=int(os.environ.get("TIER_POWERCUT_AGENT_OPS", "8"))))
 
     def start_tierd(self):
         lf = open(self.logf, "a")
@@ -847,7 +848,8 @@ def main():
             opts = mount_opts(epoch) or "defaults"
             inflight = cl.workload(h, dur, stats)
             cnt = rig.counters()
-            for k in ("promotions", "flushes", "evictions", "evict_partial", "proxy_writes", "proxy_reads"):
+            for k in ("promotions", "flushes", "evictions", "evict_partial", "proxy_writes", "proxy_reads",
+                      "agent_turnovers"):
                 tier_tot[k] = tier_tot.get(k, 0) + int(cnt.get(k, 0))
             # records of overwrites left with the open file (docs/DURABILITY.md), before the cut
             deferred = int(rig.cache_pool().get("meta_deferred", 0))
@@ -938,10 +940,11 @@ def main():
         cl.fail("extent mode: no partial eviction in %d rounds: the cuts tested none" % (cuts + kills))
     print("powercut: mode=%s cuts=%d kill9=%d blocks_verified=%d failures=%d "
           "failures_after_kill9=%d legally_lost_acked=%d promotions=%d flushes=%d evictions=%d "
-          "partial_evictions=%d meta_deferred=%d pending_kept=%d pending_dropped=%d seed=%d" % (
+          "partial_evictions=%d meta_deferred=%d pending_kept=%d pending_dropped=%d turnovers=%d qd=%d seed=%d" % (
               a.mode, cuts, kills, verified, cl.failures, cl.after_kill9, lost_total, tier_tot.get("promotions", 0),
               tier_tot.get("flushes", 0), tier_tot.get("evictions", 0), tier_tot.get("evict_partial", 0),
-              tier_tot.get("meta_deferred", 0), pend_tot["kept"], pend_tot["dropped"], seed), flush=True)
+              tier_tot.get("meta_deferred", 0), pend_tot["kept"], pend_tot["dropped"],
+              tier_tot.get("agent_turnovers", 0), QD, seed), flush=True)
     if rc:
         return rc
     return 1 if cl.failures else 0

@@ -19,7 +19,11 @@
 # TIER_POWERCUT_SERIAL=1 (one mode after the other), TIER_POWERCUT_KILL9_FLUSH
 # (strict, the default: a FLUSH sent to the tierd restarted after kill -9
 # makes durable what it reads back, including what the killed one left in the
-# page cache; lenient: it does not, the durable floor stays where it was).
+# page cache; lenient: it does not, the durable floor stays where it was),
+# TIER_POWERCUT_QD (client requests in flight, default 16; at 64 a full
+# cache's agent may turn over faster: the summary's turnovers=),
+# TIER_POWERCUT_AGENT_OPS (agent_max_ops, default 8; 16 or 32 give the
+# agent as many jobs as a turnover does at QD 64 or deeper).
 # Needs root and loop devices; exits 77 (skip) without them.
 set -uo pipefail
 

@@ -1166,6 +1166,8 @@ static unsigned turnover_jobs(int sign, int room)
 	env_set_params(v, &p);
 	assert_int_equal(env_stats(v).evict_mode, TIER_EVICT_FULL);
 	n = (unsigned)env_stats(v).agent_ops_in_flight;
+	/* agent_turnovers counts the turnovers started: one for the sign alone */
+	assert_int_equal(env_stats(v).agent_turnovers, sign == 1 && room != 1 ? 1 : 0);
 	env_pump(v);
 	for (int i = 0; i < 64; i++)
 		assert_int_equal(rd[i].done, 1);
