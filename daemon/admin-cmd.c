@@ -255,6 +255,7 @@ static void cmd_status(struct cmd_ctx *c)
 	STATUS_FIELD(flushes) STATUS_FIELD(flush_bytes) STATUS_FIELD(flush_failed)
 	STATUS_FIELD(evictions) STATUS_FIELD(evict_bytes) STATUS_FIELD(evict_failed)
 	STATUS_FIELD(requests_in_flight) STATUS_FIELD(agent_ops_in_flight) STATUS_FIELD(errors)
+	STATUS_FIELD(agent_turnover) STATUS_FIELD(agent_turnovers)
 #undef STATUS_FIELD
 	put_ops(s, o);
 	for (int which = 0; which < 2 && c->a->hooks.store; which++) {

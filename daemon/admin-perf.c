@@ -77,6 +77,7 @@ static const struct desc descs[] = {
 	{"evict_effort_pct", "agent eviction effort in percent"},
 	{"agent_ops_in_flight", "agent flushes and evictions in flight"},
 	{"requests_in_flight", "client requests in flight"},
+	{"agent_turnover", "1 while a full cache turns over after a phase change"},
 	{"dirty_ratio_ppm", "dirty share of the target, parts per million"},
 	{"full_ratio_ppm", "full share of the target, parts per million"},
 	{"engine_bytes_per_object", "engine memory per cached object"},

@@ -199,6 +199,8 @@ static const struct pfield engine_fields[] = {
 	 OFF(agent_turnovers)},
 	{"tierd_agent_ops_in_flight", "gauge", "Agent flushes and evictions in flight.", NULL, OFF(agent_ops_in_flight)},
 	{"tierd_requests_in_flight", "gauge", "Client requests in flight.", NULL, OFF(requests_in_flight)},
+	{"tierd_agent_turnover", "gauge", "1 while a full cache turns over after a phase change.", NULL,
+	 OFF(agent_turnover)},
 };
 
 /* Rows [i, end) of one family: all images for each row, grouped. */

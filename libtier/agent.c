@@ -221,6 +221,11 @@ void tier__agent_note_hit(struct tier_engine *e, bool hit)
 	}
 }
 
+bool tier__agent_turnover(const struct tier_engine *e)
+{
+	return evicted_bytes(e) < e->turnover_until;
+}
+
 static struct tier__budget_in budget_in(const struct tier_engine *e)
 {
 	return (struct tier__budget_in){
@@ -228,7 +233,7 @@ static struct tier__budget_in budget_in(const struct tier_engine *e)
 		.drain_flush = e->drain_flush, .drain_evict = e->drain_evict,
 		.any_dirty = e->n_dirty != 0,
 		.base_lat_ewma = e->base_lat_ewma, .base_lat_floor = e->base_lat_floor,
-		.turnover = evicted_bytes(e) < e->turnover_until,
+		.turnover = tier__agent_turnover(e),
 		.reqs_inflight = e->reqs_inflight,
 	};
 }

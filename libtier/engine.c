@@ -507,6 +507,7 @@ void tier_engine_get_stats(const struct tier_engine *e, struct tier_stats *out)
 	out->evict_effort_pct = e->effort_pct;
 	out->agent_ops_in_flight = e->agent_flushing + e->agent_evicting;
 	out->requests_in_flight = e->reqs_inflight;
+	out->agent_turnover = tier__agent_turnover(e);
 	out->dirty_ratio_ppm = (uint64_t)(tier__dirty_ratio(e) * 1e6);
 	out->full_ratio_ppm = (uint64_t)(tier__full_ratio(e) * 1e6);
 }

@@ -551,6 +551,8 @@ double tier__dirty_ratio(const struct tier_engine *e);
  * signal (tier__decide_phase_change).
  */
 void tier__agent_note_hit(struct tier_engine *e, bool hit);
+/* A full cache turns over after a phase change (until a cache's worth is evicted). */
+bool tier__agent_turnover(const struct tier_engine *e);
 
 /* hsarch.c */
 void tier__hitsets_start_load(struct tier_engine *e);

@@ -235,8 +235,9 @@ static void print_status(json_t *j)
 	       pct(N("dirty_ratio"), b, sizeof(b)));
 	s1 = jstr(j, "flush_mode");
 	s2 = jstr(j, "evict_mode");
-	printf("  agent         flush %s, evict %s (effort %.0f%%), %.0f ops in flight\n",
-	       s1 ? s1 : "?", s2 ? s2 : "?", N("evict_effort_pct"), N("agent_ops_in_flight"));
+	printf("  agent         flush %s, evict %s (effort %.0f%%), %.0f ops in flight%s\n",
+	       s1 ? s1 : "?", s2 ? s2 : "?", N("evict_effort_pct"), N("agent_ops_in_flight"),
+	       N("agent_turnover") == 1 ? ", turning over after a phase change" : "");
 	printf("  promotions    %.0f (%s), throttled %.0f, failed %.0f\n", N("promotions"),
 	       human(N("promote_bytes"), a, sizeof(a)), N("promote_throttled"),
 	       N("promote_failed"));

@@ -41,7 +41,7 @@ extern "C" {
 	X(cached_objects) X(cached_bytes) X(dirty_objects) X(dirty_bytes)
 #define TIER_ENGINE_GAUGES(X)                                                   \
 	X(flush_mode) X(evict_mode) X(evict_effort_pct)                         \
-	X(agent_ops_in_flight) X(requests_in_flight)                            \
+	X(agent_ops_in_flight) X(requests_in_flight) X(agent_turnover)          \
 	X(dirty_ratio_ppm) X(full_ratio_ppm)
 #define TIER_GAUGES(X) TIER_IMAGE_GAUGES(X) TIER_ENGINE_GAUGES(X)
 

@@ -1168,6 +1168,7 @@ static unsigned turnover_jobs(int sign, int room)
 	n = (unsigned)env_stats(v).agent_ops_in_flight;
 	/* agent_turnovers counts the turnovers started: one for the sign alone */
 	assert_int_equal(env_stats(v).agent_turnovers, sign == 1 && room != 1 ? 1 : 0);
+	assert_int_equal(env_stats(v).agent_turnover, sign == 1 && room == 0 ? 1 : 0);
 	env_pump(v);
 	for (int i = 0; i < 64; i++)
 		assert_int_equal(rd[i].done, 1);
