@@ -23,27 +23,14 @@ TB=${TIER_BENCH:-$(dirname "$B")/../tools/tier-bench}
 OPS=${PHASE_OPS:-200000}; QD=${PHASE_QD:-64}; SIZE=${PHASE_SIZE:-16G}
 TARGET=${PHASE_TARGET:-7795507}
 WL=${PHASE_WL:---dist zipf:1.2 --rw randrw:30 --pattern shift --period 33333}
+. "$(dirname "$0")/bench-lib.sh"
 mkdir -p "$OUT"
 
 run() {   # run TIERD LABEL
 	local T=$1 D=$OUT/$2 pid
 	local U="nbd+unix:///vol0?socket=$D/nbd.sock"
 	rm -rf "$D"; mkdir -p "$D/data"
-	cat > "$D/tierd.conf" <<CFG
-[global]
-backend = local
-listen = unix:$D/nbd.sock
-admin_socket = $D/tierd.asok
-log_level = warn
-[local]
-data_dir = $D/data
-base_profile = hdd
-cache_profile = ssd
-[tier]
-target_max_bytes = $TARGET
-[image.vol0]
-size = $SIZE
-CFG
+	bench_model_conf "$D" "$SIZE" "$TARGET" hdd ssd
 	"$T" --config "$D/tierd.conf" 2>"$D/tierd.log" &
 	pid=$!
 	for _ in $(seq 1 300); do

@@ -20,6 +20,7 @@
 set -eu
 OUT=$1; A=$2; B=$3; ROUNDS=${4:-2}
 TB=${TIER_BENCH:-$(dirname "$A")/../tools/tier-bench}
+. "$(dirname "$0")/bench-lib.sh"
 SIZE=${SCAN_SIZE:-1G}; TARGET=${SCAN_TARGET:-64M}
 WARM=${SCAN_WARM:-20}; RUNTIME=${SCAN_RUNTIME:-30}
 MIB=$(numfmt --from=iec "$SIZE"); MIB=$((MIB / 1048576))
@@ -29,24 +30,7 @@ run() {   # run TIERD LABEL
 	local T=$1 D=$OUT/$2 pid hp
 	local U="nbd+unix:///vol0?socket=$D/nbd.sock"
 	rm -rf "$D"; mkdir -p "$D/data"
-	conf() {
-		cat > "$D/tierd.conf" <<CFG
-[global]
-backend = local
-listen = unix:$D/nbd.sock
-admin_socket = $D/tierd.asok
-log_level = warn
-[local]
-data_dir = $D/data
-base_profile = $1
-cache_profile = $2
-[tier]
-cache_mode = $3
-target_max_bytes = $TARGET
-[image.vol0]
-size = $SIZE
-CFG
-	}
+	conf() { bench_model_conf "$D" "$SIZE" "$TARGET" "$1" "$2" "cache_mode = $3"; }
 	start() {
 		"$T" -c "$D/tierd.conf" >>"$D/tierd.log" 2>&1 &
 		pid=$!

@@ -785,7 +785,7 @@ static uint64_t turnover_ops(const struct tier_params *p, const struct tier__bud
  */
 uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tier__budget_in *b)
 {
-	uint64_t n;
+	uint64_t n, t = turnover_ops(p, b);
 
 	if (b->drain_flush || b->drain_evict)
 		return p->agent_max_ops;
@@ -796,8 +796,8 @@ uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tie
 	}
 	if (b->m.evict == TIER_EVICT_FULL && n < p->agent_max_ops && b->any_dirty)
 		n = p->agent_max_ops;
-	if (b->any_dirty && turnover_ops(p, b) > n)
-		n = turnover_ops(p, b);
+	if (b->any_dirty && t > n)
+		n = t;
 	if (n > 1 && b->m.evict != TIER_EVICT_FULL && b->base_lat_floor > 0 &&
 	    b->base_lat_ewma > 2.0 * b->base_lat_floor)
 		n = b->m.flush == TIER_FLUSH_HIGH ? n / 2 : 1;
@@ -810,8 +810,10 @@ uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tie
  */
 uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tier__budget_in *b)
 {
+	uint64_t t = turnover_ops(p, b);
+
 	if (b->drain_evict || b->m.evict == TIER_EVICT_FULL)
-		return turnover_ops(p, b) > p->agent_max_ops ? turnover_ops(p, b) : p->agent_max_ops;
+		return t > p->agent_max_ops ? t : p->agent_max_ops;
 	if (b->m.evict == TIER_EVICT_SOME) {
 		uint64_t n = (uint64_t)ceil((double)p->agent_max_ops * b->m.effort_pct / 100.0);
 		return n ? n : 1;
