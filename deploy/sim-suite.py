@@ -7,7 +7,12 @@ the geometric means, and the issue's three goals for the column LABEL
 the engine LRU column ext-lru-wN when there is one.  miss/OPT and
 miss/LRU are computed from the miss ratios at the CSV's full precision
 (exact to a request at 10^5 requests), a run without a miss counted as
-one.  Reads only the CSVs; decides nothing else."""
+one.  Where the CSVs have tier-sim's lru_miss_held (an LRU at the engine's
+granularity of the usable size or of the mean size the cache held, the
+larger), the cases above it are counted too: the LRU at the usable size
+is the same capacity only when the agent kept the cache at its line
+(held_over_usable at most 1).
+Reads only the CSVs; decides nothing else."""
 import csv
 import math
 import re
@@ -69,6 +74,8 @@ def main(args):
     def f(r, k):
         return float(r[k])
 
+    held = all("lru_miss_held" in r for r in rows)
+
     print("### Miss ratio per workload and cache (% of object pieces), with OPT and LRU at the usable size")
     print()
     print("| workload@cache | OPT obj | LRU obj | OPT ext | LRU ext | " + " | ".join(pols) + " |")
@@ -84,8 +91,9 @@ def main(args):
     print()
     print("| policy | gmean miss/OPT | gmean miss/LRU | worst miss/LRU | cases above LRU (ref) "
           "| cases above its engine LRU | gmean miss vs engine LRU | cache B written/client B (mean) "
-          "| base busy vs promote-always (gmean) | B/cached object (max) |")
-    print("|---" * 10 + "|")
+          "| base busy vs promote-always (gmean) | B/cached object (max) |" +
+          (" cases above LRU (>= held size) | held/usable (min-max) |" if held else ""))
+    print("|---" * (12 if held else 10) + "|")
     summary = {}
     for p in pols:
         kind = "obj" if p.startswith("obj") else "ext" if p.startswith("ext") else "default"
@@ -107,12 +115,17 @@ def main(args):
         busy = ([(f(d[p], "base_busy_s") + 1e-9) / (f(d[PROMOTE_ALWAYS], "base_busy_s") + 1e-9)
                  for d in cases.values()] if PROMOTE_ALWAYS in pols else [])
         mem = max(int(float(d[p]["mem_per_object"])) for d in cases.values())
-        summary[p] = dict(oo=gmean(oo), ol=ol, above_ref=above_ref, above_b=above_b)
+        oh = [ratio(d[p], "lru", "held") for d in cases.values()] if held else []
+        above_h = sum(1 for x in oh if x > 1.0 + 1e-9)
+        hu = [f(d[p], "held_over_usable") for d in cases.values()] if held else []
+        summary[p] = dict(oo=gmean(oo), ol=ol, above_ref=above_ref, above_b=above_b, oh=oh,
+                          above_h=above_h)
         print("| %s | %.3f | %.3f | %.3f | %d | %s | %s | %.3f | %s | %d |" % (
             p, gmean(oo), gmean(ol), max(ol), above_ref,
             "%d (vs %s)" % (above_b, base) if base else "-",
             "%.3f" % gmean(vb) if vb else "-", cw,
-            "%.3f" % gmean(busy) if busy else "-", mem))
+            "%.3f" % gmean(busy) if busy else "-", mem) +
+            (" %d | %.3f-%.3f |" % (above_h, min(hu), max(hu)) if held else ""))
     if goal in pols:
         print()
         print("### The goals, for `%s`" % goal)
@@ -122,6 +135,12 @@ def main(args):
               "%s (%d of %d cases above, worst %.3f)" % (
                   "met" if s["above_ref"] == 0 else "NOT met", s["above_ref"], len(cases),
                   max(s["ol"])))
+        if held:
+            print("- (beside it) misses no more than an LRU of at least the mean size the cache held "
+                  "(the usable size, or the mean held where larger): "
+                  "%s (%d of %d cases above, worst %.3f)" % (
+                      "met" if s["above_h"] == 0 else "NOT met", s["above_h"], len(cases),
+                      max(s["oh"])))
         if BASE["default"] in pols:
             print("- misses no more than the engine with evict_policy = lru (same admission): "
                   "%s (%d of %d cases above)" % ("met" if s["above_b"] == 0 else "NOT met",

@@ -63,7 +63,12 @@ struct sim_result {
 	uint64_t ops, client_bytes, t_ns;
 	double lat_mean_us, lat_p99_us;
 	struct opt_result opt_obj, opt_blk, lru_obj, lru_blk;
+	struct opt_result lru_held;           /* LRU at the engine's granularity: the usable size or
+					       * the mean size held, the larger */
 	uint64_t cap_objects, cap_blocks;     /* usable: target x cache_target_full_ratio */
+	uint64_t cap_held;                    /* its capacity, in pieces of that granularity */
+	double held_bytes;                    /* mean cached bytes over the counted requests */
+	double usable_bytes;                  /* target_max_bytes x cache_target_full_ratio */
 	bool extent;                          /* extent granularity: compare with the block refs */
 	double base_busy_s;                   /* device-model service time the base pool spent */
 	uint64_t mem_map, mem_policy;         /* engine bytes per cached object: all, policy */
@@ -102,6 +107,8 @@ struct sim {
 	uint64_t warm_t, object_size;
 	struct tier_stats warm_st;
 	uint64_t peak_full_ppm;
+	double held_sum;                      /* cached bytes, summed over the counted samples */
+	uint64_t held_n;
 	struct tier_store_stats warm_base, warm_cache;
 	bool warm_taken;
 	void *buf;
@@ -204,7 +211,14 @@ static void spec_label(const char *spec, char *out, size_t len)
 
 /* ---- the loop ---- */
 
-/* The cache may pass its target (extent growth, promotions in flight): watch it. */
+/*
+ * The cache may pass its target (extent growth, promotions in flight): watch
+ * it.  After the warm-up, also what it holds: the agent keeps the cache at
+ * cache_target_full_ratio only if it keeps up (a cache of many small
+ * copies whose coldest are dirty sits higher, up to where admission
+ * closes), so the LRU at the usable size is not always the same capacity
+ * (compute_refs: lru_held).
+ */
 static void sample_full(struct sim *s)
 {
 	struct tier_stats st;
@@ -212,6 +226,10 @@ static void sample_full(struct sim *s)
 	tier_engine_get_stats(s->eng, &st);
 	if (st.full_ratio_ppm > s->peak_full_ppm)
 		s->peak_full_ppm = st.full_ratio_ppm;
+	if (s->warm_taken) {
+		s->held_sum += (double)st.cached_bytes;
+		s->held_n++;
+	}
 }
 
 static void req_done(struct tier_request *req, int result)
@@ -450,7 +468,16 @@ static uint64_t count_distinct(const uint64_t *ids, uint64_t n)
 /*
  * OPT (bypass) and LRU on the pieces the run issued, at object and at
  * extent_size granularity, with the usable capacity: target_max_bytes x
- * cache_target_full_ratio (where the agent keeps the cache).
+ * cache_target_full_ratio (where the agent keeps the cache).  And an LRU
+ * at the engine's granularity (blocks in extent mode, objects else) of
+ * the size the cache held on average over the counted requests
+ * (held_bytes, sampled every 64 completions) where that is more than the
+ * usable size: the capacity the engine used on average, when the agent did
+ * not keep the cache at its line (a mean: it counts the time the cache was
+ * still filling after the warm-up, so it is a little under the cache at
+ * its fullest).  (Where it held less, a cache still
+ * filling or the agent's band under the line, the usable size stays: an
+ * average over a filling cache would be smaller than the cache it ended.)
  */
 static void compute_refs(struct sim *s, struct sim_result *r)
 {
@@ -470,6 +497,13 @@ static void compute_refs(struct sim *s, struct sim_result *r)
 		ret = lru_simulate(s->obj_ids, s->acc_w, k, r->cap_objects, warm, &r->lru_obj);
 	if (ret == 0)
 		ret = lru_simulate(s->blk_ids, s->acc_w, k, r->cap_blocks, warm, &r->lru_blk);
+	r->usable_bytes = usable;
+	r->held_bytes = s->held_n ? s->held_sum / (double)s->held_n : 0.0;
+	r->cap_held = (uint64_t)((r->held_bytes > usable ? r->held_bytes : usable) /
+				 (double)(r->extent ? s->params.extent_size : s->object_size));
+	if (ret == 0)
+		ret = lru_simulate(r->extent ? s->blk_ids : s->obj_ids, s->acc_w, k, r->cap_held, warm,
+				   &r->lru_held);
 	if (ret < 0)
 		die("OPT/LRU: %s", strerror(-ret));
 }
@@ -748,6 +782,9 @@ GETTER(lru_miss_blk, r->lru_blk.miss_ratio)
 GETTER(over_opt, over(miss_ratio(r), (r->extent ? &r->opt_blk : &r->opt_obj)->miss_ratio))
 GETTER(over_lru, over(miss_ratio(r), (r->extent ? &r->lru_blk : &r->lru_obj)->miss_ratio))
 GETTER(bover_lru, over(byte_miss_ratio(r), ref_byte_miss(r->extent ? &r->lru_blk : &r->lru_obj)))
+GETTER(lru_miss_held, r->lru_held.miss_ratio)
+GETTER(over_lru_held, over(miss_ratio(r), r->lru_held.miss_ratio))
+GETTER(held, r->usable_bytes > 0 ? r->held_bytes / r->usable_bytes : 0.0)
 GETTER(busy, r->base_busy_s)
 GETTER(busy_req, r->ops ? r->base_busy_s * 1000.0 / (double)r->ops : 0.0)
 GETTER(cache_w, ratio(r->cache.bytes[TIER_STORE_WRITE], r->client_bytes))
@@ -796,6 +833,8 @@ static const struct row rows[] = {
 	{ "miss / OPT", "miss_over_opt", F_X, get_over_opt },
 	{ "miss / LRU", "miss_over_lru", F_X, get_over_lru },
 	{ "byte miss / LRU", "byte_miss_over_lru", F_X, get_bover_lru },
+	{ "LRU miss, >= mean held", "lru_miss_held", F_PCT, get_lru_miss_held },
+	{ "miss / LRU >= mean held", "miss_over_lru_held", F_X, get_over_lru_held },
 	{ "base busy s", "base_busy_s", F_D3, get_busy },
 	{ "base busy ms/request", "base_busy_ms_per_req", F_D3, get_busy_req },
 	{ "cache written B/client B", "cache_write_per_byte", F_X, get_cache_w },
@@ -835,6 +874,7 @@ static const struct row rows[] = {
 	{ "dirty objects (end)", "dirty_objects_end", F_U64, get_dirty_obj },
 	{ "full ratio (end)", "full_ratio_end", F_X, get_full_end },
 	{ "full ratio (peak)", "full_ratio_peak", F_X, get_full_peak },
+	{ "held / usable", "held_over_usable", F_X, get_held },
 	{ "wall seconds", "wall_s", F_D3, get_wall },
 };
 
