@@ -92,7 +92,7 @@ def main(args):
     print("| policy | gmean miss/OPT | gmean miss/LRU | worst miss/LRU | cases above LRU (ref) "
           "| cases above its engine LRU | gmean miss vs engine LRU | cache B written/client B (mean) "
           "| base busy vs promote-always (gmean) | B/cached object (max) |" +
-          (" cases above LRU (>= held size) | held/usable (min-max) |" if held else ""))
+          (" cases above LRU (>= mean held) | held/usable (min-max) |" if held else ""))
     print("|---" * (12 if held else 10) + "|")
     summary = {}
     for p in pols:
@@ -136,8 +136,8 @@ def main(args):
                   "met" if s["above_ref"] == 0 else "NOT met", s["above_ref"], len(cases),
                   max(s["ol"])))
         if held:
-            print("- (beside it) misses no more than an LRU of at least the mean size the cache held "
-                  "(the usable size, or the mean held where larger): "
+            print("- (beside it) misses no more than an LRU of at least the mean size the "
+                  "cache held (the usable size, or the mean held where larger): "
                   "%s (%d of %d cases above, worst %.3f)" % (
                       "met" if s["above_h"] == 0 else "NOT met", s["above_h"], len(cases),
                       max(s["oh"])))
