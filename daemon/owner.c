@@ -195,9 +195,9 @@ static void acquired(struct owner *o)
 	o->state = TIERD_OWN_OWNED;
 	o->want = o->force = false;
 	o->takeovers++;
-	olog(o->os, TIER_LOG_INFO, "image %s: lock taken (%s was the holder); loading its "
+	olog(o->os, TIER_LOG_INFO, "image %s: lock taken (the holder was %s); loading its "
 	     "map from the cache pool, %zu request(s) waiting", o->name,
-	     o->err[0] ? o->err : "none", tier_image_waiting(o->img));
+	     o->err[0] ? o->err : "nobody", tier_image_waiting(o->img));
 }
 
 static void after_work(uv_work_t *w, int status)

@@ -407,8 +407,6 @@ static void set_owned(struct tier_rbd_image *img, bool owned)
 {
 	img->owned = owned;
 	atomic_store(&img->watch->owner, owned);
-	if (owned)
-		img->holder[0] = '\0';
 }
 
 static int take_lock(rados_t cluster, rados_ioctx_t io, const char *oid, const char *pool,

@@ -22,9 +22,8 @@
 #             (see SLACK) while writing, within the target once the agent has
 #             caught up, and the export equals what was written
 #   refuse    object-map image (names `rbd feature disable`), a second tierd on
-#             a served image (names the holder; refused by the RADOS lock
-#             before it creates a socket, and with the first one's socket
-#             paths, without touching them), a wrong keyring (names the
+#             a served image (standby, naming the holder; with the first
+#             one's socket paths, refused without touching them), a wrong keyring (names the
 #             monitors and the cephx id): tierd exits non-zero; while tierd
 #             serves, `rbd lock ls` and `rbd status` name its client, and
 #             after it stops neither does
@@ -541,24 +540,29 @@ section_refuse() {
 		first=first img="$T-two"
 	fi
 	owner "$first" "$img"
-	# a second tierd with its own sockets: refused by the lock before it
-	# creates any of them (issue 12 item 4)
+	# a second tierd with its own sockets serves the image in standby (issue
+	# 30): it names the holder, and never takes the lock on its own
 	write_conf second "$img"
-	refused second "second tierd on a served image" "is locked by client." ":$TPID'" \
-		"rbd lock ls base/$img"
-	if [ ! -e "$WORK/second.sock" ] && [ ! -e "$WORK/second.asok" ]; then
-		ok "the refused second tierd created neither its NBD nor its admin socket"
+	SPID_KEEP=$TPID
+	start second
+	SPID=$TPID
+	TPID=$SPID_KEEP
+	if ctl second images | grep -q '"owner": "standby"' &&
+	   ctl second images | grep -q "\"lock_holder\": \"client\.[0-9]* at .*:$TPID'" &&
+	   grep -q "is locked by client\..* serving it in standby" "$WORK/second.log"; then
+		ok "a second tierd on a served image waits in standby, naming the holder"
 	else
-		bad "the refused second tierd left $(ls "$WORK"/second.* | tr '\n' ' ')"
+		bad "second tierd not in standby: $(ctl second images 2>&1; tail -5 "$WORK/second.log")"
 	fi
-	# the same config as the first (same socket paths): the lock refuses it
-	# first, so the message is the lock's and the live sockets stay
+	kill -TERM "$SPID"; R 60 tail --pid="$SPID" -f /dev/null || true
+	owner "$first" "$img"
+	# the same config as the first (same socket paths): refused on the live
+	# socket, which stays the first one's
 	cp "$WORK/$first.conf" "$WORK/same.conf"
-	refused same "second tierd with the first one's config" "is locked by client." ":$TPID'"
-	if ! grep -q "refusing to take it over\|admin socket" "$WORK/same.log" && [ -S "$WORK/$first.sock" ] &&
-	   R 10 nbdinfo --size "$(uri "$first")" >/dev/null 2>&1 &&
+	refused same "second tierd with the first one's config" "refusing to take it over"
+	if [ -S "$WORK/$first.sock" ] && R 10 nbdinfo --size "$(uri "$first")" >/dev/null 2>&1 &&
 	   ctl "$first" perf dump >/dev/null 2>&1; then
-		ok "refused before the sockets: no socket message, the first tierd still serves NBD and admin"
+		ok "the first tierd still serves NBD and admin"
 	else
 		bad "second tierd with the same config: $(cat "$WORK/same.log")"
 	fi

@@ -139,7 +139,7 @@ expect_err "second open refused while the first holds the lock" "is locked by $c
 expect_err "refusal names the holder's cookie (host and pid)" ":$HOLDER'"
 expect_err "refusal points at rbd lock ls" "rbd lock ls $POOL/$T-plain"
 # the printed `rbd lock rm` frees a lock whose holder is still alive
-brk=$(sed -n 's/.*run: \(rbd lock rm .*\) (Device or resource busy)$/\1/p' "$TMP/err")
+brk=$(sed -n 's/.*then \(rbd lock rm .*\) (Device or resource busy)$/\1/p' "$TMP/err")
 if [ -n "$brk" ] && eval "R $brk" && info "$POOL" "$T-plain" && [ "$rc" = 0 ]; then
 	ok "the printed '$brk' frees the lock"
 else

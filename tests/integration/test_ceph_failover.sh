@@ -1,0 +1,315 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/integration/test_ceph_failover.sh - images that outlive their tierd
+# (suite 'ceph'; docs/OPERATIONS.md "Failover").  Three tierds (a, b, c) name
+# one RBD image; each check can fail:
+#   handoff   FO_HANDOFFS rounds (default 20) of 4 KiB random writes at QD 32,
+#             clients alternately on a and b (each round's first request
+#             asks the other tierd for the image); every acknowledged block
+#             reads back from both, 0 wrong; the handoffs are counted
+#   kill9     the owner killed with -9: the next request on another tierd
+#             takes over (the dead holder blocklisted first), data intact
+#   sigstop   the owner SIGSTOPped with a write waiting in its socket: the
+#             other takes over once the stopped one's watch times out, and
+#             the blocklist fences it: after SIGCONT the late write is
+#             refused (the block keeps the new owner's data), the old owner
+#             reports the image fenced, `ceph osd blocklist ls` lists it,
+#             `rbd lock ls` shows the new owner
+#   race      two standbys asked at once for a dead owner's image: one owns
+#             it, the other stays standby, the lock shows one holder
+#   control   negative control: the same as sigstop with the blocklist
+#             skipped (TIERD_TEST_NO_BLOCKLIST=1): the late write lands
+# The cluster's osd_client_watch_timeout is set to 5 s while it runs (and
+# removed after).  Env: CEPH_CONF (required; exit 77 when unset), TIERD, TIERCTL.
+set -uo pipefail
+
+if [ -z "${CEPH_CONF:-}" ]; then
+	echo "SKIP: CEPH_CONF is not set"
+	exit 77
+fi
+: "${TIERD:?set TIERD}" "${TIERCTL:?set TIERCTL}"
+PY=/usr/bin/python3
+WORK=$(mktemp -d /tmp/tierd-fo.XXXXXX)
+IMG=fo$$
+ROUNDS=${FO_HANDOFFS:-20}
+fails=0
+declare -A PID
+
+log() { echo "[$(date +%T)] $*"; }
+ok() { echo "ok - $*"; }
+bad() { echo "not ok - $*"; fails=$((fails + 1)); }
+R() { local t=$1; shift; timeout -s KILL "$t" "$@"; }
+
+cleanup() {
+	for n in "${!PID[@]}"; do kill -CONT "${PID[$n]}" 2>/dev/null; kill -9 "${PID[$n]}" 2>/dev/null; done
+	R 30 ceph config rm osd osd_client_watch_timeout >/dev/null 2>&1
+	# the killed tierds left dirty copies: remove them with the image (the
+	# next tierd on this cluster would find them stranded)
+	if [ -n "${PFX:-}" ]; then
+		R 60 rados -p cache ls 2>/dev/null | grep "^$PFX\." | while read -r o; do
+			R 30 rados -p cache rm "$o"
+		done
+	fi
+	R 60 rbd rm --no-progress "base/$IMG" >/dev/null 2>&1
+	if [ "$fails" -gt 0 ]; then
+		for f in "$WORK"/*.log; do echo "---- $f"; tail -30 "$f"; done
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+
+R 30 ceph config set osd osd_client_watch_timeout 5
+# a watch that times out after 5 s needs pings more often than librados'
+# default 5 s tick: the tierds here read this copy of the cluster's config
+cp "$CEPH_CONF" "$WORK/ceph.conf"
+printf '[client]\nobjecter tick interval = 1\n' >>"$WORK/ceph.conf"
+R 60 rbd create --size 64M --image-feature layering "base/$IMG"
+PFX=$(R 60 rbd info "base/$IMG" | sed -n 's/.*block_name_prefix: //p')
+
+conf() {
+	cat >"$WORK/$1.conf" <<CFG
+[global]
+backend = rados
+listen = unix:$WORK/$1.sock
+admin_socket = $WORK/$1.asok
+log_level = info
+shutdown_timeout = 20s
+[rados]
+conf = $WORK/ceph.conf
+client_name = client.admin
+base_pool = base
+cache_pool = cache
+op_timeout = 20s
+[image.disk]
+rbd_image = $IMG
+CFG
+}
+# start NAME [ENV=VALUE...]: tierd on $WORK/NAME.conf, up once its admin socket answers
+start() {
+	local n=$1
+	shift
+	conf "$n"
+	rm -f "$WORK/$n.sock"
+	env "$@" "$TIERD" --config "$WORK/$n.conf" 2>>"$WORK/$n.log" &
+	PID[$n]=$!
+	for _ in $(seq 1 300); do
+		R 5 "$TIERCTL" --socket "$WORK/$n.asok" images >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	bad "tierd $n did not start"
+}
+stop9() { kill -CONT "${PID[$1]}" 2>/dev/null; kill -9 "${PID[$1]}" 2>/dev/null; wait "${PID[$1]}" 2>/dev/null; unset "PID[$1]"; }
+owner_of() {   # NAME: owned / standby / fenced ... of image disk
+	R 10 "$TIERCTL" --socket "$WORK/$1.asok" images 2>/dev/null |
+		$PY -c 'import json,sys; print(json.load(sys.stdin)["images"][0].get("owner","?"))'
+}
+count_of() {   # NAME FIELD
+	R 10 "$TIERCTL" --socket "$WORK/$1.asok" images 2>/dev/null |
+		$PY -c 'import json,sys; print(json.load(sys.stdin)["images"][0].get(sys.argv[1],0))' "$2"
+}
+client_addr() {   # NAME: the client id NAME's log names
+	sed -n 's/.*header rbd_header\.[0-9a-f]* locked .* watched by \(client\.[0-9]*\)$/\1/p' "$WORK/$1.log" | tail -1
+}
+# blocklisted NAME: the holder NAME took the image from is in `ceph osd blocklist ls`
+blocklisted() {
+	local addr
+	addr=$(sed -n 's/.*lock taken (the holder was client\.[0-9]* at \(v1:\)\{0,1\}\([^ ]*\) .*/\2/p' "$WORK/$1.log" | tail -1)
+	[ -n "$addr" ] && R 30 ceph osd blocklist ls 2>/dev/null | grep -qF "$addr "
+}
+
+# ---- the client: python3-libnbd ----
+cat >"$WORK/io.py" <<'EOF'
+import json, nbd, os, random, sys, time
+W = os.environ["WORK"]
+def conn(n):
+    h = nbd.NBD()
+    h.connect_uri("nbd+unix:///disk?socket=%s/%s.sock" % (W, n))
+    return h
+def block(tag, i):
+    return (("%s:%08d:" % (tag, i)).encode() * 512)[:4096]
+cmd = sys.argv[1]
+if cmd == "handoff":
+    rounds, nblk = int(sys.argv[2]), 4096
+    exp, rnd, firsts = {}, random.Random(7), []
+    errors = [0]
+    def done(err):
+        if err.value:
+            errors[0] += 1
+        return 1               # retire the command
+    for r in range(rounds):
+        h = conn("a" if r % 2 == 0 else "b")
+        t0 = time.time(); first = None; keep = []
+        for i in range(256):
+            while h.aio_in_flight() >= 32:
+                h.poll(1000)
+            b = rnd.randrange(nblk); data = block("r%d" % r, i)
+            buf = nbd.Buffer.from_bytearray(bytearray(data))
+            keep.append(buf)     # libnbd reads it when it sends: keep it alive
+            h.aio_pwrite(buf, b * 4096, completion=done)
+            exp[b] = data
+            if first is None:
+                while h.aio_in_flight() > 0:
+                    h.poll(1000)
+                first = time.time() - t0
+        while h.aio_in_flight() > 0:
+            h.poll(1000)
+        h.flush(); h.shutdown(); firsts.append(first)
+    wrong = 0
+    for n in ("a", "b"):
+        h = conn(n)
+        for b, data in exp.items():
+            if h.pread(4096, b * 4096) != data:
+                wrong += 1
+        h.shutdown()
+    print(json.dumps({"blocks": len(exp), "wrong": wrong, "errors": errors[0], "first_max": max(firsts[1:] or [0]),
+                      "first_mean": sum(firsts[1:]) / max(1, len(firsts) - 1)}))
+elif cmd == "write":          # write NAME OFF TAG: one block, flushed
+    h = conn(sys.argv[2]); h.pwrite(block(sys.argv[4], 0), int(sys.argv[3])); h.flush()
+elif cmd == "read":           # read NAME OFF: the block's tag
+    h = conn(sys.argv[2]); print(bytes(h.pread(4096, int(sys.argv[3])))[:16].decode().split(":")[0])
+elif cmd == "late":           # late NAME OFF TAG NEW: a write left in a stopped tierd's socket
+    h = conn(sys.argv[2]); h.pwrite(block("old", 0), int(sys.argv[3])); h.flush()
+    open(W + "/late.ready", "w").close()
+    while not os.path.exists(W + "/late.go"):
+        time.sleep(0.05)
+    buf = nbd.Buffer.from_bytearray(bytearray(block(sys.argv[4], 0)))
+    c = h.aio_pwrite(buf, int(sys.argv[3]))
+    open(W + "/late.sent", "w").close()
+    try:
+        t0 = time.time()
+        while not h.aio_command_completed(c) and time.time() - t0 < 60:
+            h.poll(1000)
+        print("answered")
+    except Exception as e:
+        print("failed: %s" % e)
+EOF
+export WORK
+
+# ================================================================ handoff
+log "== handoff: $ROUNDS rounds, clients alternately on a and b, QD 32"
+start a; start b
+out=$(R 600 $PY "$WORK/io.py" handoff "$ROUNDS")
+echo "$out"
+wrong=$(echo "$out" | $PY -c 'import json,sys; j = json.load(sys.stdin); print(j["wrong"] + j["errors"])' 2>/dev/null)
+ho=$(( $(count_of a handoffs || echo 0) + $(count_of b handoffs || echo 0) + 0 ))
+if [ "$wrong" = 0 ]; then
+	ok "handoff: every acknowledged block reads back from both tierds ($out)"
+else
+	bad "handoff: wrong blocks: $out"
+fi
+[ "$ho" -ge "$ROUNDS" ] && ok "handoff: $ho handoffs counted (tierctl images)" ||
+	bad "handoff: only $ho handoffs counted, $ROUNDS rounds"
+stop9 a; stop9 b
+
+# ================================================================ kill9
+log "== kill9: the owner killed, another takes over"
+start a; start b
+R 60 $PY "$WORK/io.py" write a 0 k9
+stop9 a
+t0=$(date +%s.%N)
+got=$(R 60 $PY "$WORK/io.py" read b 0)
+t1=$(date +%s.%N)
+if [ "$got" = k9 ] && [ "$(owner_of b)" = owned ]; then
+	ok "kill9: b took over in $(echo "$t1 - $t0" | bc) s and reads a's acknowledged write"
+else
+	bad "kill9: read '$got', b is $(owner_of b)"
+fi
+if blocklisted b; then
+	ok "kill9: the dead holder was blocklisted before its lock was broken"
+else
+	bad "kill9: no blocklist entry / takeover line"
+fi
+stop9 b
+
+# ================================================================ sigstop / control
+# stopped NAME-OF-NEW-OWNER-ENV: a owns, a write waits in its socket while it is
+# stopped, b takes over and writes "new"; prints what the block holds after SIGCONT
+stopped() {
+	rm -f "$WORK/late."*
+	: >"$WORK/a.log"; : >"$WORK/b.log"
+	start a; start b "$@"
+	R 120 $PY "$WORK/io.py" late a 8192 late >"$WORK/late.out" 2>&1 &
+	local cpid=$!
+	for _ in $(seq 1 100); do [ -e "$WORK/late.ready" ] && break; sleep 0.1; done
+	A_CID=$(client_addr a)
+	kill -STOP "${PID[a]}"
+	touch "$WORK/late.go"
+	for _ in $(seq 1 100); do [ -e "$WORK/late.sent" ] && break; sleep 0.1; done
+	local t0 t1
+	t0=$(date +%s.%N)
+	R 120 $PY "$WORK/io.py" write b 8192 new
+	t1=$(date +%s.%N)
+	TAKEOVER=$(echo "$t1 - $t0" | bc)
+	kill -CONT "${PID[a]}"
+	wait "$cpid"
+	sleep 2
+	LATE=$(R 60 $PY "$WORK/io.py" read b 8192)
+}
+
+log "== sigstop: the owner stopped with a write in its socket"
+stopped
+if [ "$LATE" = new ]; then
+	ok "sigstop: b took over in $TAKEOVER s (watch timeout 5 s); a's late write did not land ($(cat "$WORK/late.out"))"
+else
+	bad "sigstop: the block holds '$LATE' after a resumed (late write: $(cat "$WORK/late.out"))"
+fi
+[ "$(owner_of a)" = fenced ] && ok "sigstop: a reports the image fenced" ||
+	bad "sigstop: a reports '$(owner_of a)'"
+R 30 rbd lock ls "base/$IMG" >"$WORK/lockls" 2>&1
+if blocklisted b; then
+	ok "sigstop: ceph osd blocklist ls lists a ($(sed -n 's/.*holder was \(client\.[0-9]*\).*/\1/p' "$WORK/b.log" | tail -1))"
+else
+	bad "sigstop: a not in the blocklist: $(R 30 ceph osd blocklist ls 2>&1)"
+fi
+b_pid=${PID[b]}
+grep -q "tierd:.*:$b_pid" "$WORK/lockls" && ok "sigstop: rbd lock ls shows b" ||
+	bad "sigstop: rbd lock ls: $(cat "$WORK/lockls")"
+stop9 a; stop9 b
+
+log "== control: the same without the blocklist (TIERD_TEST_NO_BLOCKLIST=1)"
+stopped TIERD_TEST_NO_BLOCKLIST=1
+if [ "$LATE" = late ]; then
+	ok "control: without the blocklist the stopped owner's late write lands (the fence is what stops it)"
+else
+	bad "control: the late write did not land without the blocklist ('$LATE'): the sigstop check proves nothing"
+fi
+stop9 a; stop9 b
+
+# ================================================================ race
+log "== race: two standbys asked at once for a dead owner's image"
+start a; start b; start c
+R 60 $PY "$WORK/io.py" write a 16384 race
+stop9 a
+R 10 "$TIERCTL" --socket "$WORK/b.asok" acquire disk >/dev/null &
+p1=$!
+R 10 "$TIERCTL" --socket "$WORK/c.asok" acquire disk >/dev/null &
+p2=$!
+wait "$p1" "$p2"
+for _ in $(seq 1 100); do
+	sb=$(owner_of b); sc=$(owner_of c)
+	[ "$sb" != acquiring ] && [ "$sc" != acquiring ] && [ "$sb" != releasing ] &&
+		[ "$sc" != releasing ] && break
+	sleep 0.2
+done
+R 30 rbd lock ls "base/$IMG" >"$WORK/lockls" 2>&1
+if { [ "$sb" = owned ] && [ "$sc" = standby ]; } || { [ "$sb" = standby ] && [ "$sc" = owned ]; }; then
+	if grep -q "There is 1 exclusive lock" "$WORK/lockls"; then
+		ok "race: one owns the image (b $sb, c $sc), one lock holder"
+	else
+		bad "race: rbd lock ls: $(cat "$WORK/lockls")"
+	fi
+else
+	bad "race: b $sb, c $sc"
+fi
+got=$(R 60 $PY "$WORK/io.py" read b 16384)
+[ "$got" = race ] && ok "race: the dead owner's acknowledged write reads back" || bad "race: read '$got'"
+blocklisted b || blocklisted c || bad "race: the dead owner is not in the blocklist"
+stop9 b; stop9 c
+
+if [ "$fails" -gt 0 ]; then
+	echo "$fails check(s) failed"
+	exit 1
+fi
+echo "all failover checks passed"
