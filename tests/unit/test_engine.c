@@ -179,6 +179,130 @@ static void test_rebuild_after_restart(void **state)
 	env_free(v);
 }
 
+/* ---- handoff between two engines on one pair of pools (two tierds) ---- */
+
+static void pump2(struct env *v, struct tier_engine *e2)
+{
+	for (int i = 0; i < 2000; i++) {
+		size_t n = tier_cq_drain(v->cq);
+
+		tier_engine_tick(v->e);
+		tier_engine_tick(e2);
+		n += tier_cq_drain(v->cq);
+		if (!n && tier_engine_idle(v->e) && tier_engine_idle(e2))
+			return;
+	}
+}
+
+/*
+ * The owner parks the image (its requests and jobs finish, its map goes, a
+ * request submitted meanwhile waits), the next owner loads it from the
+ * cache pool and sees every acknowledged write, dirty ones included; then
+ * it hands back, and the first serves what waited with the newest data.
+ */
+static void test_park_handoff_load(void **state)
+{
+	struct env *v = env_new(NULL);
+	struct tier_engine_opts o = { .base = v->base, .cache = v->cache, .params = v->p,
+				      .clock = env_clock, .clock_arg = v };
+	struct tier_image_opts io = { .name = "img", .object_prefix = "rbd_data.test",
+				      .size = ISZ, .standby = true };
+	struct tier_engine *e2 = NULL;
+	struct tier_image *img2 = NULL, *img1 = v->img;
+	uint8_t *model = calloc(1, ISZ), *buf = malloc(4096), *got = malloc(ISZ);
+	struct sreq w = { 0 }, r = { 0 };
+	(void)state;
+
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(env_write(v, (uint64_t)i * OS, 4096, (uint64_t)i + 1), 0);
+		model_write(model, (uint64_t)i * OS, 4096, (uint64_t)i + 1);
+	}
+	/* a write in flight when the handoff starts finishes before the image is parked */
+	fill(buf, 4096, 99);
+	model_write(model, 7 * OS, 4096, 99);
+	w.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 7 * OS, .len = 4096,
+				     .buf = buf, .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(img1, &w.r), 0);
+	assert_int_equal(tier_image_park(img1, 0), 0);
+	assert_int_equal(tier_image_parked(img1), 0);     /* the write still runs */
+	assert_true(tier_image_is_parked(img1));
+	/* a request submitted now waits for the image to come back */
+	r.r = (struct tier_request){ .type = TIER_REQ_READ, .off = 0, .len = ISZ, .buf = got,
+				     .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(img1, &r.r), 0);
+	env_pump(v);
+	assert_int_equal(w.done, 1);
+	assert_int_equal(w.result, 0);
+	assert_int_equal(r.done, 0);
+	assert_int_equal(tier_image_waiting(img1), 1);
+	assert_int_equal(tier_image_parked(img1), 1);
+	assert_int_equal(env_stats(v).cached_objects, 0);   /* its map is gone */
+	assert_int_equal(env_stats(v).flushes, 0);          /* the dirty data stays in the cache */
+
+	/* the other daemon: standby, then loads and sees all of it */
+	assert_int_equal(tier_engine_create(&o, &e2), 0);
+	assert_int_equal(tier_image_open(e2, &io, &img2), 0);
+	assert_int_equal(tier_image_ready(img2), 0);
+	assert_int_equal(tier_image_parked(img2), 1);
+	assert_int_equal(tier_image_load(img2), 0);
+	pump2(v, e2);
+	assert_int_equal(tier_image_ready(img2), 1);
+	{
+		struct tier_stats s2;
+
+		tier_engine_get_stats(e2, &s2);
+		assert_int_equal(s2.dirty_objects, 7);
+	}
+	{
+		struct sreq x = { .r = { .type = TIER_REQ_READ, .off = 0, .len = ISZ, .buf = got,
+					 .cb = sreq_cb } };
+
+		assert_int_equal(tier_image_submit(img2, &x.r), 0);
+		pump2(v, e2);
+		assert_int_equal(x.done, 1);
+		assert_memory_equal(got, model, ISZ);
+	}
+	/* it writes, hands back; the first loads and answers what waited */
+	fill(buf, 4096, 55);
+	model_write(model, 0, 4096, 55);
+	{
+		struct sreq x = { .r = { .type = TIER_REQ_WRITE, .off = 0, .len = 4096, .buf = buf,
+					 .cb = sreq_cb } };
+
+		assert_int_equal(tier_image_submit(img2, &x.r), 0);
+		pump2(v, e2);
+		assert_int_equal(x.done, 1);
+		assert_int_equal(x.result, 0);
+	}
+	assert_int_equal(tier_image_park(img2, 0), 0);
+	pump2(v, e2);
+	assert_int_equal(tier_image_parked(img2), 1);
+	assert_int_equal(tier_image_load(img1), 0);
+	pump2(v, e2);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.result, 0);
+	assert_memory_equal(got, model, ISZ);
+
+	/* fenced: what waits and what comes later fail with ESHUTDOWN */
+	assert_int_equal(tier_image_stop(img2, -ESHUTDOWN), 0);
+	{
+		struct sreq x = { .r = { .type = TIER_REQ_READ, .off = 0, .len = 4096, .buf = buf,
+					 .cb = sreq_cb } };
+
+		assert_int_equal(tier_image_submit(img2, &x.r), 0);
+		pump2(v, e2);
+		assert_int_equal(x.done, 1);
+		assert_int_equal(x.result, -ESHUTDOWN);
+	}
+	assert_int_equal(tier_image_load(img2), -EINVAL);
+	tier_image_close(img2);
+	tier_engine_destroy(e2);
+	free(model);
+	free(buf);
+	free(got);
+	env_free(v);
+}
+
 static void test_bad_args(void **state)
 {
 	struct env *v = env_new(NULL);
@@ -591,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_completion_without_tick),
 		cmocka_unit_test(test_cache_hint_promotes),
 		cmocka_unit_test(test_rebuild_after_restart),
+		cmocka_unit_test(test_park_handoff_load),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_read_only_image),
 		cmocka_unit_test(test_bytes_per_object),

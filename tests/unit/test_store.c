@@ -825,10 +825,143 @@ static void test_pc_crash_clock(void **state)
 	tier_store_destroy(other);
 }
 
+/* ---- ownership gates (docs/DURABILITY.md "Handoff, takeover and fencing") ---- */
+
+static void submit_only(struct fx *f, struct tier_store_op *op)
+{
+	op->cb = on_done;
+	op->priv = f;
+	assert_int_equal(tier_store_submit(f->st, op), 0);
+}
+
+static int drain_n(struct fx *f)
+{
+	int before = f->completions;
+
+	tier_cq_drain(f->cq);
+	return f->completions - before;
+}
+
+/* HOLD keeps an image's ops (only its own) out of the pool, in order, until OPEN. */
+static void test_gate_hold_then_open(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op w1, w2, other, r;
+	char a[8] = "AAAAAAA", b[8] = "BBBBBBB", x[8] = "XXXXXXX", got[8];
+	int g = tier_store_gate_add(f->st, "rbd_data.img1");
+
+	assert_true(g >= 0);
+	assert_int_equal(tier_store_gate_get(f->st, g), TIER_STORE_GATE_OPEN);
+	tier_store_gate_hold(f->st, g);
+	assert_int_equal(tier_store_gate_get(f->st, g), TIER_STORE_GATE_HOLD);
+	mk(&w1, TIER_STORE_WRITE, "rbd_data.img1.0000000000000000");
+	w1.len = sizeof(a); w1.buf = a;
+	mk(&w2, TIER_STORE_WRITE, "rbd_data.img1.0000000000000000");
+	w2.len = sizeof(b); w2.buf = b;
+	/* a prefix of the name is not the image: rbd_data.img10 passes */
+	mk(&other, TIER_STORE_WRITE, "rbd_data.img10.0000000000000000");
+	other.len = sizeof(x); other.buf = x;
+	submit_only(f, &w1);
+	submit_only(f, &w2);
+	submit_only(f, &other);
+	assert_int_equal(drain_n(f), 1);          /* only the other image's write */
+	assert_int_equal(other.result, (int)sizeof(x));
+	assert_int_equal(tier_store_in_flight(f->st), 2);
+	mk(&r, TIER_STORE_READ, "rbd_data.img1.0000000000000000");
+	r.len = sizeof(got); r.buf = got;
+	submit_only(f, &r);                        /* reads wait too */
+	assert_int_equal(drain_n(f), 0);
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_OPEN);
+	while (f->completions < 4)
+		tier_cq_drain(f->cq);
+	assert_int_equal(w1.result, (int)sizeof(a));
+	assert_int_equal(w2.result, (int)sizeof(b));
+	assert_int_equal(r.result, (int)sizeof(got));
+	assert_memory_equal(got, b, sizeof(b));    /* in submission order */
+	assert_int_equal(tier_store_fenced_ops(f->st), 0);
+}
+
+/* FENCED fails the held ops and every later one with -ESHUTDOWN, for good. */
+static void test_gate_fence(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op w, held, r;
+	char a[8] = "AAAAAAA", got[8];
+	int g = tier_store_gate_add(f->st, "rbd_data.img2");
+
+	mk(&w, TIER_STORE_WRITE, "rbd_data.img2.0000000000000001");
+	w.len = sizeof(a); w.buf = a;
+	assert_int_equal(run(f, &w), (int)sizeof(a));
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_HOLD);
+	mk(&held, TIER_STORE_REMOVE, "rbd_data.img2.0000000000000001");
+	submit_only(f, &held);
+	assert_int_equal(drain_n(f), 0);
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_FENCED);
+	assert_int_equal(drain_n(f), 1);
+	assert_int_equal(held.result, -ESHUTDOWN);
+	mk(&w, TIER_STORE_WRITE, "rbd_data.img2.0000000000000001");
+	w.len = sizeof(a); w.buf = a;
+	assert_int_equal(run(f, &w), -ESHUTDOWN);
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_OPEN);   /* never opens again */
+	assert_int_equal(tier_store_gate_get(f->st, g), TIER_STORE_GATE_FENCED);
+	mk(&r, TIER_STORE_READ, "rbd_data.img2.0000000000000001");
+	r.len = sizeof(got); r.buf = got;
+	assert_int_equal(run(f, &r), -ESHUTDOWN);
+	assert_int_equal(tier_store_fenced_ops(f->st), 3);
+	/* the object is still there: the fenced remove never reached the pool */
+	tier_store_gate_add(f->st, "rbd_data.other");
+	assert_false(tier_store_blocklisted(f->st));
+}
+
+/* A lease that ran out closes the gate before the op reaches the pool. */
+static void test_gate_lease(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op w;
+	char a[8] = "AAAAAAA";
+	int g = tier_store_gate_add(f->st, "rbd_data.img3");
+
+	tier_store_gate_lease(f->st, g, tier_now_ns() + 60ull * 1000000000ull);
+	mk(&w, TIER_STORE_WRITE, "rbd_data.img3.0000000000000000");
+	w.len = sizeof(a); w.buf = a;
+	assert_int_equal(run(f, &w), (int)sizeof(a));      /* within the lease */
+	tier_store_gate_lease(f->st, g, tier_now_ns() - 1);  /* lapsed (a stop) */
+	mk(&w, TIER_STORE_WRITE, "rbd_data.img3.0000000000000000");
+	w.len = sizeof(a); w.buf = a;
+	submit_only(f, &w);
+	assert_int_equal(drain_n(f), 0);
+	assert_int_equal(tier_store_gate_get(f->st, g), TIER_STORE_GATE_HOLD);
+	/* the owner showed the lock is its own: renew and open */
+	tier_store_gate_lease(f->st, g, tier_now_ns() + 60ull * 1000000000ull);
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_OPEN);
+	while (drain_n(f) == 0)
+		;
+	assert_int_equal(w.result, (int)sizeof(a));
+	tier_store_gate_lease(f->st, g, 0);
+}
+
+/* A backend's -ESHUTDOWN (librados' EBLOCKLISTED) marks the store blocklisted. */
+static void test_blocklisted_seen(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op op;
+	struct tier_store_fault fault = { .err = ESHUTDOWN, .fail_nth = 1 };
+
+	assert_false(tier_store_blocklisted(f->st));
+	tier_store_set_fault(f->st, &fault);
+	mk(&op, TIER_STORE_STAT, "x");
+	assert_int_equal(run(f, &op), -ESHUTDOWN);
+	assert_true(tier_store_blocklisted(f->st));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_write_read_roundtrip_and_sparse_zero_fill, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gate_hold_then_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gate_fence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gate_lease, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_blocklisted_seen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_absent_is_enoent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_zero_and_remove, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meta_and_stat, setup, teardown),
