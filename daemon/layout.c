@@ -236,66 +236,90 @@ int tierd_layout_apply(struct tier_store *pool, struct tier_cq *cq, const char *
 		rc = -ENOMEM;
 		goto out;
 	}
-	memset(&op, 0, sizeof(op));
-	op.opcode = TIER_STORE_STAT;
-	snprintf(op.oid, sizeof(op.oid), "%s", TIERD_LAYOUT_OID);
-	rc = run1(pool, cq, &op);
-	if (rc == -ENOENT) {
-		fresh = true;
-		*merged = *want;
-	} else if (rc < 0) {
-		set_err(err, errlen, "%s pool: reading %s: %s", role, TIERD_LAYOUT_OID, strerror(-rc));
-		goto out;
-	} else {
-		uint64_t size = op.obj_size;
+	/*
+	 * Several tierds share a pool: read, merge and write back only if
+	 * nobody wrote in between (a guard on the record's version, F_EXCL for
+	 * the first), else read again.
+	 */
+	for (int attempt = 0;; attempt++) {
+		uint64_t ver = 0;
 
-		if (size == 0 || size >= LAYOUT_CAP) {
-			set_err(err, errlen, "%s pool: %s is %llu bytes: not a layout record "
-				"(move it away if the pool is known to match the configuration)",
-				role, TIERD_LAYOUT_OID, (unsigned long long)size);
-			rc = -EINVAL;
+		if (attempt == 8) {
+			set_err(err, errlen, "%s pool: %s keeps changing under us (other tierds "
+				"starting?); try again", role, TIERD_LAYOUT_OID);
+			rc = -EAGAIN;
 			goto out;
 		}
+		fresh = false;
+		changed = true;
 		memset(&op, 0, sizeof(op));
-		op.opcode = TIER_STORE_READ;
+		op.opcode = TIER_STORE_STAT;
+		snprintf(op.oid, sizeof(op.oid), "%s", TIERD_LAYOUT_OID);
+		rc = run1(pool, cq, &op);
+		if (rc == -ENOENT) {
+			fresh = true;
+			*merged = *want;
+		} else if (rc < 0) {
+			set_err(err, errlen, "%s pool: reading %s: %s", role, TIERD_LAYOUT_OID, strerror(-rc));
+			goto out;
+		} else {
+			uint64_t size = op.obj_size;
+
+			ver = op.obj_version;
+			if (size == 0 || size >= LAYOUT_CAP) {
+				set_err(err, errlen, "%s pool: %s is %llu bytes: not a layout record "
+					"(move it away if the pool is known to match the configuration)",
+					role, TIERD_LAYOUT_OID, (unsigned long long)size);
+				rc = -EINVAL;
+				goto out;
+			}
+			memset(&op, 0, sizeof(op));
+			op.opcode = TIER_STORE_READ;
+			snprintf(op.oid, sizeof(op.oid), "%s", TIERD_LAYOUT_OID);
+			op.buf = buf;
+			op.len = size;
+			rc = run1(pool, cq, &op);
+			if (rc < 0) {
+				set_err(err, errlen, "%s pool: reading %s: %s", role, TIERD_LAYOUT_OID,
+					strerror(-rc));
+				goto out;
+			}
+			if ((rc = tierd_layout_parse(buf, size, have, perr, sizeof(perr))) < 0) {
+				set_err(err, errlen, "%s pool: %s: %s", role, TIERD_LAYOUT_OID, perr);
+				goto out;
+			}
+			if ((rc = tierd_layout_merge(have, want, merged, &changed, perr, sizeof(perr))) < 0) {
+				set_err(err, errlen, "%s pool: %s", role, perr);
+				goto out;
+			}
+		}
+		rc = 0;
+		if (!changed)
+			goto out;
+		n = tierd_layout_format(merged, buf, LAYOUT_CAP);
+		if (n >= LAYOUT_CAP) {
+			set_err(err, errlen, "%s pool: layout record too large", role);
+			rc = -E2BIG;
+			goto out;
+		}
+		/* in place, durably; a longer old record's tail lies past "end" and is ignored */
+		memset(&op, 0, sizeof(op));
+		op.opcode = TIER_STORE_WRITE;
+		op.flags = TIER_STORE_F_FUA | TIER_STORE_F_META |
+			   (fresh ? TIER_STORE_F_EXCL : TIER_STORE_F_GUARD);
+		op.expect_version = ver;
+		op.version = ver + 1;
 		snprintf(op.oid, sizeof(op.oid), "%s", TIERD_LAYOUT_OID);
 		op.buf = buf;
-		op.len = size;
+		op.len = n;
 		rc = run1(pool, cq, &op);
+		if (rc == -ECANCELED || rc == -EEXIST)
+			continue;     /* another tierd wrote it meanwhile: merge with that */
 		if (rc < 0) {
-			set_err(err, errlen, "%s pool: reading %s: %s", role, TIERD_LAYOUT_OID,
-				strerror(-rc));
+			set_err(err, errlen, "%s pool: writing %s: %s", role, TIERD_LAYOUT_OID, strerror(-rc));
 			goto out;
 		}
-		if ((rc = tierd_layout_parse(buf, size, have, perr, sizeof(perr))) < 0) {
-			set_err(err, errlen, "%s pool: %s: %s", role, TIERD_LAYOUT_OID, perr);
-			goto out;
-		}
-		if ((rc = tierd_layout_merge(have, want, merged, &changed, perr, sizeof(perr))) < 0) {
-			set_err(err, errlen, "%s pool: %s", role, perr);
-			goto out;
-		}
-	}
-	rc = 0;
-	if (!changed)
-		goto out;
-	n = tierd_layout_format(merged, buf, LAYOUT_CAP);
-	if (n >= LAYOUT_CAP) {
-		set_err(err, errlen, "%s pool: layout record too large", role);
-		rc = -E2BIG;
-		goto out;
-	}
-	/* in place, durably; a longer old record's tail lies past "end" and is ignored */
-	memset(&op, 0, sizeof(op));
-	op.opcode = TIER_STORE_WRITE;
-	op.flags = TIER_STORE_F_FUA;
-	snprintf(op.oid, sizeof(op.oid), "%s", TIERD_LAYOUT_OID);
-	op.buf = buf;
-	op.len = n;
-	rc = run1(pool, cq, &op);
-	if (rc < 0) {
-		set_err(err, errlen, "%s pool: writing %s: %s", role, TIERD_LAYOUT_OID, strerror(-rc));
-		goto out;
+		break;
 	}
 	rc = 0;
 	if (note && notelen)

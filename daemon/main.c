@@ -471,6 +471,22 @@ static int stranded_check(struct tierd *d, const struct resolved *rv)
 		     strerror(-rc));
 		return rc;
 	}
+#if HAVE_RADOS
+	/* several tierds share the cache pool: another's images are not stranded */
+	for (size_t i = 0; d->rados && i < r->n_groups;) {
+		char who[320] = "";
+		const struct tier_stranded_group *g = &r->groups[i];
+
+		if (!g->image && tier_rbd_prefix_owner(d->rados, d->cfg->rados_base_pool,
+						       g->prefix, who, sizeof(who)) == 1) {
+			tlog(d, TIER_LOG_INFO, "cache objects %s.*: %zu, of an RBD image whose lock "
+			     "%s holds (another tierd's): left alone", g->prefix, g->n, who);
+			tier_stranded_drop_group(r, i);
+			continue;
+		}
+		i++;
+	}
+#endif
 	if (r->n_dirty) {
 		for (size_t i = 0; i < r->n_groups; i++) {
 			const struct tier_stranded_group *g = &r->groups[i];
@@ -617,6 +633,9 @@ static void finish(struct tierd *d)
 	if (d->finished)
 		return;
 	d->finished = true;
+#if HAVE_RADOS
+	tierd_owners_stop(d->owners);
+#endif
 	if (d->engine) {
 		n = tier_engine_images(d->engine, imgs, TIERD_MAX_IMAGES);
 		for (i = 0; i < n; i++)
@@ -636,9 +655,6 @@ static void finish(struct tierd *d)
 	d->admin = NULL;
 	tierd_prom_stop(d->prom);
 	d->prom = NULL;
-#if HAVE_RADOS
-	tierd_owners_stop(d->owners);
-#endif
 	close_handle((uv_handle_t *)&d->cq_async);
 	close_handle((uv_handle_t *)&d->cq_idle);
 	close_handle((uv_handle_t *)&d->tick_timer);
@@ -1163,6 +1179,29 @@ static bool stores_idle(void *arg)
 	       (!d->cache || !tier_store_in_flight(d->cache));
 }
 
+/*
+ * Several tierds share a cache pool: each archives its hitsets under a tag
+ * of its own, "<host>-<hash of its config path>", stable across restarts.
+ */
+static const char *hitset_tag(struct tierd *d)
+{
+	static char tag[72];
+	char host[48] = "host", path[4096];
+	uint32_t h = 2166136261u;
+	size_t n;
+
+	gethostname(host, sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	config_path_abs(d, path);
+	for (const char *p = path; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	n = (size_t)snprintf(tag, sizeof(tag), "%s-%08x", host, h);
+	for (size_t i = 0; i < n && i < sizeof(tag); i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", tag[i]))
+			tag[i] = '_';
+	return tag;
+}
+
 static int start(struct tierd *d)
 {
 	char nbd_err[512] = "";
@@ -1221,6 +1260,8 @@ static int start(struct tierd *d)
 	eo.base = d->base;
 	eo.cache = d->cache;
 	eo.params = c->tier;
+	if (c->backend == TIERD_BACKEND_RADOS)
+		eo.hitset_tag = hitset_tag(d);
 	if ((rc = tier_engine_create(&eo, &d->engine)) < 0) {
 		tlog(d, TIER_LOG_ERROR, "engine: %s", strerror(-rc));
 		return rc;
@@ -1247,8 +1288,14 @@ static int start(struct tierd *d)
 			.nbd = d->nbd, .log = tierd_log_cb, .log_arg = d,
 		};
 		const char *nb = getenv("TIERD_TEST_NO_BLOCKLIST");
+		const char *ns = getenv("TIERD_TEST_NO_SELF_FENCE");
 
 		oc.no_blocklist = nb && !strcmp(nb, "1");
+		oc.no_self_fence = ns && !strcmp(ns, "1");
+		if (oc.no_self_fence)
+			tlog(d, TIER_LOG_ERROR, "TIERD_TEST_NO_SELF_FENCE=1: a watch error does not "
+			     "stop this tierd's writes and no lease bounds them (a test's control; "
+			     "never in production)");
 		if (oc.no_blocklist)
 			tlog(d, TIER_LOG_ERROR, "TIERD_TEST_NO_BLOCKLIST=1: locks of dead holders "
 			     "are broken WITHOUT blocklisting them (a test's negative control; "

@@ -50,6 +50,10 @@ struct nbd_export {
 	uint64_t size;
 	bool read_only;
 	uint16_t eflags;
+	/* bumped when its connections are closed (nbd_server_close_export, on
+	 * the I/O thread while the engine's waits): a request of an older
+	 * generation is not submitted (threads > 1: it may be on its way) */
+	uint32_t gen;
 };
 
 struct nbd_conn;
@@ -68,6 +72,7 @@ struct nbd_req {
 	struct nbd_req *out_next;  /* reply queue of a batch, then its write's chain */
 	struct nbd_req *x_next;    /* threads > 1: on the way to the engine or back */
 	int x_result;              /* ... the engine's result */
+	uint32_t gen;              /* its export's gen when it was read */
 	uint16_t hdr_len;          /* reply header bytes in hdr */
 	bool send_data;            /* the reply carries buf[0..count) */
 	/* everything from here on is not cleared by req_get */

@@ -161,6 +161,11 @@ static void e_wake_cb(uv_poll_t *h, int status, int events)
 			nbd__status_engine(r);   /* answers through nbd__xt_done */
 			continue;
 		}
+		if (r->gen != r->c->exp->gen) {
+			/* its connection was closed (the image handed over): never sent */
+			nbd__xt_done(r, -ESHUTDOWN);
+			continue;
+		}
 		rc = tier_image_submit(r->c->exp->img, &r->t);
 		if (rc < 0)
 			nbd__xt_done(r, rc);   /* refused: the callback will not run */

@@ -410,6 +410,7 @@ static void req_submit(struct nbd_req *r)
 	t->buf = r->buf;
 	t->cb = req_done;
 	t->priv = r;
+	r->gen = c->exp->gen;
 	c->engine_pending++;
 	if (c->s->xt) {
 		nbd__xt_submit(r);   /* submitted on the engine's thread */
@@ -928,8 +929,11 @@ int nbd_server_set_read_only(struct nbd_server *s, const char *name, bool read_o
 static void x_close_export(void *arg)
 {
 	struct nbd_xcall *x = arg;
+	struct nbd_export *e = nbd__find_export(x->s, x->name);
 	struct nbd_conn *c, *next;
 
+	if (e && x->name[0])
+		e->gen++;
 	for (c = x->s->conns; c; c = next) {
 		next = c->next;    /* conn_close only schedules the close */
 		if (c->exp && !c->closing && !strcmp(c->exp->name, x->name)) {

@@ -50,6 +50,7 @@ struct owner {
 	uv_work_t work;
 	enum job job;
 	bool busy, force, want, rewatch;
+	bool check_then_release;   /* a check while RELEASING goes back to it */
 	int rc;
 	char err[768];
 	uint64_t next_try_ms;
@@ -100,6 +101,8 @@ static void renew_lease(struct owner *o)
 	int age = tier_rbd_watch_age_ms(o->rb);
 	uint64_t until;
 
+	if (o->os->c.no_self_fence)
+		return;
 	if (age < 0)
 		return;      /* the watch is in error: the lease runs out, ops wait */
 	until = tier_now_ns() - (uint64_t)age * 1000000ull + (uint64_t)LEASE_MS * 1000000ull;
@@ -112,7 +115,7 @@ static void rbd_event(void *arg, int ev)
 {
 	struct owner *o = arg;
 
-	if (ev == TIER_RBD_EV_WATCH_ERR) {
+	if (ev == TIER_RBD_EV_WATCH_ERR && !o->os->c.no_self_fence) {
 		tier_store_gate_hold(o->os->c.base, o->gate[0]);
 		tier_store_gate_hold(o->os->c.cache, o->gate[1]);
 	}
@@ -188,8 +191,10 @@ static void acquired(struct owner *o)
 	renew_lease(o);
 	rc = tier_image_load(o->img);
 	if (rc < 0) {
-		olog(o->os, TIER_LOG_ERROR, "image %s: loading after taking the lock: %s",
-		     o->name, strerror(-rc));
+		/* not served: let the lock go again rather than hold it unused */
+		olog(o->os, TIER_LOG_ERROR, "image %s: loading after taking the lock: %s; "
+		     "releasing it", o->name, strerror(-rc));
+		o->state = TIERD_OWN_RELEASING;
 		return;
 	}
 	o->state = TIERD_OWN_OWNED;
@@ -218,6 +223,11 @@ static void after_work(uv_work_t *w, int status)
 			acquired(o);
 			break;
 		}
+		if (o->rc == -ESHUTDOWN) {
+			o->state = TIERD_OWN_STANDBY;   /* fence() leaves a state it knows */
+			fence(o, "this tierd's RADOS client was blocklisted");
+			break;
+		}
 		o->state = TIERD_OWN_STANDBY;
 		o->next_try_ms = now_ms() + (o->rc == -EAGAIN ? RETRY_MS : RETRY_SLOW_MS);
 		if (o->rc == -EPERM) {
@@ -228,9 +238,19 @@ static void after_work(uv_work_t *w, int status)
 		     "image %s: not taken yet: %s", o->name, o->err[0] ? o->err : strerror(-o->rc));
 		break;
 	case JOB_RELEASE:
-		if (o->rc < 0)
-			olog(os, TIER_LOG_WARN, "image %s: unlocking after the handoff: %s (the "
-			     "asker fences this client if it must)", o->name, strerror(-o->rc));
+		if (o->state != TIERD_OWN_RELEASING)
+			break;
+		if (o->rc == -ESHUTDOWN) {      /* blocklisted meanwhile: taken, not handed */
+			fence(o, "this tierd's RADOS client was blocklisted (the lock was "
+			      "taken from it)");
+			break;
+		}
+		if (o->rc < 0) {                /* still ours: peers hear "releasing"; again */
+			olog(os, TIER_LOG_WARN, "image %s: unlocking after the handoff: %s; "
+			     "trying again", o->name, strerror(-o->rc));
+			o->next_try_ms = now_ms() + RETRY_SLOW_MS;
+			break;
+		}
 		o->state = TIERD_OWN_STANDBY;
 		o->handoffs++;
 		o->next_try_ms = 0;
@@ -243,9 +263,10 @@ static void after_work(uv_work_t *w, int status)
 		if (o->rc == 1) {
 			gates(o, TIER_STORE_GATE_OPEN);
 			renew_lease(o);
-			o->state = TIERD_OWN_OWNED;
-			olog(os, TIER_LOG_INFO, "image %s: the lock is still ours; serving again",
-			     o->name);
+			o->state = o->check_then_release ? TIERD_OWN_RELEASING : TIERD_OWN_OWNED;
+			o->check_then_release = false;
+			olog(os, TIER_LOG_INFO, "image %s: the lock is still ours; %s", o->name,
+			     o->state == TIERD_OWN_OWNED ? "serving again" : "handing over");
 		} else if (o->rc == 0 || o->rc == -ESHUTDOWN || o->rc == -ENOTCONN) {
 			fence(o, o->err[0] ? o->err : "the lock is not ours");
 		} else {
@@ -274,6 +295,8 @@ static void step(struct owner *o)
 	switch (o->state) {
 	case TIERD_OWN_OWNED:
 		werr = tier_rbd_take_watch_error(o->rb);
+		if (o->os->c.no_self_fence)
+			werr = 0;
 		if (werr || gate_held(o)) {
 			o->state = TIERD_OWN_CHECKING;
 			o->rewatch = werr != 0 || tier_rbd_watch_age_ms(o->rb) < 0;
@@ -299,7 +322,23 @@ static void step(struct owner *o)
 		renew_lease(o);
 		break;
 	case TIERD_OWN_RELEASING:
-		if (!tier_image_parked(o->img))
+		/* the lock is still ours while the image drains: the same checks */
+		werr = tier_rbd_take_watch_error(o->rb);
+		if (o->os->c.no_self_fence)
+			werr = 0;
+		if (werr || (gate_held(o) && !tier_image_parked(o->img))) {
+			o->state = TIERD_OWN_CHECKING;
+			o->check_then_release = true;
+			o->rewatch = werr != 0 || tier_rbd_watch_age_ms(o->rb) < 0;
+			gates(o, TIER_STORE_GATE_HOLD);
+			run_job(o, JOB_CHECK);
+			return;
+		}
+		if (!tier_image_parked(o->img)) {
+			renew_lease(o);
+			return;
+		}
+		if (now < o->next_try_ms)
 			return;
 		gates(o, TIER_STORE_GATE_HOLD);
 		run_job(o, JOB_RELEASE);
@@ -478,7 +517,13 @@ size_t tierd_owners_count(const struct tierd_owners *os, enum tierd_own s)
 
 void tierd_owners_stop(struct tierd_owners *os)
 {
-	if (os && os->wake_inited && !uv_is_closing((uv_handle_t *)&os->wake))
+	if (!os)
+		return;
+	/* no watch callback may touch the owners, the stores or the handle after */
+	for (size_t i = 0; i < os->n; i++)
+		tier_rbd_set_events(os->o[i].rb, os->o[i].handoff, NULL, NULL);
+	tier_rbd_flush_events(os->c.rados);
+	if (os->wake_inited && !uv_is_closing((uv_handle_t *)&os->wake))
 		uv_close((uv_handle_t *)&os->wake, NULL);
 }
 

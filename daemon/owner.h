@@ -36,6 +36,8 @@ struct tierd_owner_ctx {
 	tier_log_fn log;
 	void *log_arg;
 	bool no_blocklist;     /* tests' negative control only (TIERD_TEST_NO_BLOCKLIST=1) */
+	bool no_self_fence;    /* tests only (TIERD_TEST_NO_SELF_FENCE=1): no watch-error
+				* hold, no lease: the blocklist alone fences */
 };
 
 struct tierd_own_info {
@@ -69,7 +71,8 @@ static inline const char *tierd_own_name(enum tierd_own s)
 }
 /* A worker job in flight (shutdown waits for it). */
 bool tierd_owners_busy(const struct tierd_owners *os);
-void tierd_owners_stop(struct tierd_owners *os);       /* close the wake handle */
+/* Before the stores go: no watch event reaches the owners after; closes the wake handle. */
+void tierd_owners_stop(struct tierd_owners *os);
 void tierd_owners_destroy(struct tierd_owners *os);    /* after the loop ended; NULL ok */
 
 #endif

@@ -327,10 +327,17 @@ int tier_engine_create(const struct tier_engine_opts *o, struct tier_engine **ou
 	*out = NULL;
 	if (!o || !o->base || !o->cache || check_params(&o->params, &nbits) < 0)
 		return -EINVAL;
+	if (o->hitset_tag && (!o->hitset_tag[0] || strlen(o->hitset_tag) > 64 ||
+			      strspn(o->hitset_tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				     "0123456789_-") != strlen(o->hitset_tag)))
+		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	e->o = *o;
+	e->o.hitset_tag = NULL;     /* not kept: the prefix is */
+	snprintf(e->hs_prefix, sizeof(e->hs_prefix), "tier.hitset.%s%s",
+		 o->hitset_tag ? o->hitset_tag : "", o->hitset_tag ? "." : "");
 	if (!e->o.clock)
 		e->o.clock = mono_ns;
 	e->p = o->params;

@@ -181,6 +181,7 @@ struct tier_image {
 	bool ro;
 	bool closed;
 	bool parked;                    /* handed off or standby: no map, requests wait */
+	int stopped;                    /* fenced (tier_image_stop): every request fails so */
 	int ready;                      /* 1 loaded, 0 loading or parked, -errno */
 	uint64_t reqs;                  /* requests dispatched and not yet delivered */
 	uint64_t jobs;                  /* jobs in flight on it (tier__job_new) */
@@ -288,6 +289,7 @@ struct tier_engine {
 	uint64_t sync_bg_pause_until_ms; /* background syncs rest after a failure */
 
 	uint64_t hs_seq;
+	char hs_prefix[96];             /* "tier.hitset." [tag "."] */
 	char **hs_names;                /* archived hitset objects, oldest first */
 	size_t n_hs_names;
 	bool hs_loading;

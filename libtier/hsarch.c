@@ -2,7 +2,8 @@
 /*
  * libtier/hsarch.c - persistence of the hitsets in the cache pool: every
  * rotation (hit_set_period) archives the newest set as an object
- * "tier.hitset.<seq as %016llx>", trims the archive to hit_set_count, and at
+ * "tier.hitset.[<tag>.]<seq as %016llx>" (the tag: one tierd of several
+ * sharing the pool, tier_engine_opts.hitset_tag), trims the archive to hit_set_count, and at
  * engine creation the archived sets are read back oldest first.  Hitsets are
  * hints: a failure here is logged and counted, never fails a request, and
  * it must never touch image data objects.
@@ -118,11 +119,35 @@ static void list_cb(struct tier_store_op *op)
 		tier__deliver(e);
 		return;
 	}
+	/* ours only: the prefix, then 16 hex digits (another tierd's have its tag) */
+	{
+		size_t pl = strlen(e->hs_prefix), k = 0;
+
+		for (size_t i = 0; i < op->n_names; i++) {
+			const char *nm = op->names[i];
+			bool mine = strlen(nm) == pl + 16 && !strncmp(nm, e->hs_prefix, pl) &&
+				    strspn(nm + pl, "0123456789abcdef") == 16;
+
+			if (mine)
+				op->names[k++] = op->names[i];
+			else
+				free(op->names[i]);
+		}
+		op->n_names = k;
+	}
+	if (!op->n_names) {
+		tier_store_list_free(op->names, 0);
+		op->names = NULL;
+		e->hs_loading = false;
+		tier__job_free(j);
+		tier__deliver(e);
+		return;
+	}
 	qsort(op->names, op->n_names, sizeof(char *), cmp_names);
 	e->hs_names = op->names;
 	e->n_hs_names = op->n_names;
 	op->names = NULL;
-	e->hs_seq = strtoull(e->hs_names[e->n_hs_names - 1] + strlen(HS_PREFIX), NULL, 16) + 1;
+	e->hs_seq = strtoull(e->hs_names[e->n_hs_names - 1] + strlen(e->hs_prefix), NULL, 16) + 1;
 	hs_trim(e);
 	j->hs_next = 0;
 	load_next(j);
@@ -137,8 +162,8 @@ void tier__hitsets_start_load(struct tier_engine *e)
 		return;
 	e->hs_loading = true;
 	j->op.opcode = TIER_STORE_LIST;
-	j->op.prefix = HS_PREFIX;
-	snprintf(j->op.oid, sizeof(j->op.oid), "%s", HS_PREFIX);
+	j->op.prefix = e->hs_prefix;
+	snprintf(j->op.oid, sizeof(j->op.oid), "%s", e->hs_prefix);
 	j->op.cb = list_cb;
 	j->op.priv = j;
 	tier__submit(e, e->cache, &j->op);
@@ -188,7 +213,7 @@ static int archive_newest(struct tier_engine *e)
 	}
 	j->buf = blob;
 	j->op.opcode = TIER_STORE_WRITE;
-	snprintf(j->op.oid, sizeof(j->op.oid), HS_PREFIX "%016llx",
+	snprintf(j->op.oid, sizeof(j->op.oid), "%s%016llx", e->hs_prefix,
 		 (unsigned long long)e->hs_seq++);
 	j->op.buf = blob;
 	j->op.len = len;

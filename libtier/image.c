@@ -63,6 +63,8 @@ static void image_loaded(struct tier_image *img, int rc)
 	img->n_names = 0;
 	if (img->parked) {      /* handed off while it loaded: what it found goes */
 		tier__map_foreach(e, drop_entry, img);
+		if (img->stopped)
+			img->ready = img->stopped;
 		return;
 	}
 	img->ready = rc < 0 ? rc : 1;
@@ -199,7 +201,7 @@ static void rebuild_next(struct tier_image *img)
 	struct tier_engine *e = img->e;
 
 	while (img->rb_inflight < REBUILD_WINDOW && img->next_name < img->n_names &&
-	       img->ready == 0) {
+	       img->ready == 0 && !img->parked) {
 		const char *name = img->names[img->next_name++];
 		struct tier__job *j;
 		uint64_t objno;
@@ -229,8 +231,8 @@ static void rebuild_next(struct tier_image *img)
 		int rc = img->ready;
 		img->ready = 0;
 		image_loaded(img, rc);
-	} else if (img->ready == 0 && img->next_name >= img->n_names) {
-		image_loaded(img, 0);
+	} else if (img->ready == 0 && (img->next_name >= img->n_names || img->parked)) {
+		image_loaded(img, 0);   /* parked meanwhile: the rest is not read */
 	}
 }
 
@@ -454,7 +456,7 @@ int tier_image_load(struct tier_image *img)
 {
 	int rc;
 
-	if (!img || img->closed || !tier_image_parked(img) || img->ready < 0)
+	if (!img || img->closed || !tier_image_parked(img) || img->stopped)
 		return -EINVAL;
 	img->parked = false;
 	img->n_cached = img->n_dirty = img->cached_bytes = img->dirty_bytes = 0;
@@ -470,7 +472,8 @@ int tier_image_stop(struct tier_image *img, int err)
 
 	if (rc < 0)
 		return rc;
-	img->ready = err < 0 ? err : -EIO;
+	img->stopped = err < 0 ? err : -EIO;
+	img->ready = img->stopped;
 	tier_image_fail_pending(img, img->ready);
 	return 0;
 }
@@ -638,6 +641,8 @@ int tier_image_submit(struct tier_image *img, struct tier_request *req)
 	if (!img || !req || !req->cb || img->closed || (unsigned)req->type >= TIER_REQ_TYPE_MAX)
 		return -EINVAL;
 	e = img->e;
+	if (img->stopped)       /* fenced: nothing waits for a lock that never comes back */
+		return img->stopped;
 	data = req->type != TIER_REQ_FLUSH;
 	if (data && (!req->len || req->off + req->len < req->off || req->off + req->len > img->size))
 		return -EINVAL;

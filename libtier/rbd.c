@@ -154,8 +154,8 @@ struct tier_rbd_watch {
 	atomic_bool owner;         /* the lock is ours: answer release requests */
 	atomic_bool handoff;       /* answer them "releasing" (else "never") */
 	atomic_int requests;       /* release requests not yet taken */
-	void (*event)(void *arg, int ev);
-	void *event_arg;
+	_Atomic(void (*)(void *, int)) event;   /* set and cleared while the watch runs */
+	_Atomic(void *) event_arg;
 	struct timespec last_try;  /* of a re-watch: at most one per REWATCH_S */
 	rados_completion_t pending;   /* a re-watch in flight (never blocks the caller) */
 	uint64_t new_handle;
@@ -236,8 +236,12 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 		}
 	}
 	rados_notify_ack(w->io, w->oid, notify_id, handle, ans, ans ? (int)strlen(ans) : 0);
-	if (asked && w->event)
-		w->event(w->event_arg, TIER_RBD_EV_REQUEST);
+	if (asked) {
+		void (*ev)(void *, int) = atomic_load(&w->event);
+
+		if (ev)
+			ev(atomic_load(&w->event_arg), TIER_RBD_EV_REQUEST);
+	}
 }
 
 static void watch_err_cb(void *arg, uint64_t handle, int err)
@@ -247,8 +251,12 @@ static void watch_err_cb(void *arg, uint64_t handle, int err)
 	(void)handle;
 	atomic_store(&w->lost, err ? err : -ENOTCONN);
 	atomic_store(&w->werr, err ? err : -ENOTCONN);
-	if (w->event)
-		w->event(w->event_arg, TIER_RBD_EV_WATCH_ERR);
+	{
+		void (*ev)(void *, int) = atomic_load(&w->event);
+
+		if (ev)
+			ev(atomic_load(&w->event_arg), TIER_RBD_EV_WATCH_ERR);
+	}
 }
 
 /* ---- who holds the lock ---- */
@@ -765,9 +773,16 @@ void tier_rbd_set_events(struct tier_rbd_image *img, bool handoff,
 {
 	if (!img || !img->watch)
 		return;
-	img->watch->event = event;
-	img->watch->event_arg = arg;
+	atomic_store(&img->watch->event, NULL);
+	atomic_store(&img->watch->event_arg, arg);
+	atomic_store(&img->watch->event, event);
 	atomic_store(&img->watch->handoff, handoff);
+}
+
+void tier_rbd_flush_events(struct tier_rados *r)
+{
+	if (r)
+		rados_watch_flush(tier__rados_cluster(r));
 }
 
 int tier_rbd_take_request(struct tier_rbd_image *img)
@@ -836,8 +851,9 @@ int tier_rbd_release(struct tier_rbd_image *img)
 		return -EINVAL;
 	if (!img->owned)
 		return 0;
-	set_owned(img, false);
 	rc = rados_unlock(img->watch->io, img->watch->oid, LOCK_NAME, img->cookie);
+	if (rc == 0 || rc == -ENOENT)
+		set_owned(img, false);    /* until then peers are told "releasing" */
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -949,7 +965,18 @@ int tier_rbd_acquire(struct tier_rados *r, struct tier_rbd_image *img, unsigned 
 					 "after %d ms", img->holder, w->oid, RELEASE_WAIT_MS);
 				return -EAGAIN;
 			}
-			/* ASK_GONE: the holder has no watch on the header: dead, or cut off */
+			/*
+			 * ASK_GONE: the holder has no watch on the header: dead, cut
+			 * off, or re-registering it (an OSD restart, a remap): ask
+			 * once more a second later before fencing a whole client.
+			 */
+			usleep(1000000);
+			a = ask_holder(w, h.gid, notify_ms);
+			if (a != ASK_GONE) {
+				snprintf(err, errlen, "%s holds %s; its watch came back", img->holder,
+					 w->oid);
+				return -EAGAIN;
+			}
 		}
 		rc = fence_and_break(w->cluster, w->io, w->oid, LOCK_NAME, &h, flags, blocklist_s,
 				     err, errlen);
@@ -958,4 +985,27 @@ int tier_rbd_acquire(struct tier_rados *r, struct tier_rbd_image *img, unsigned 
 	}
 	snprintf(err, errlen, "the lock on %s changed hands too often; try again", w->oid);
 	return -EAGAIN;
+}
+
+int tier_rbd_prefix_owner(struct tier_rados *r, const char *pool, const char *prefix,
+			  char *who, size_t wholen)
+{
+	rados_ioctx_t io = NULL;
+	struct holder h;
+	char oid[160];
+	int rc;
+
+	if (!r || !pool || !prefix || strncmp(prefix, "rbd_data.", 9))
+		return 0;
+	snprintf(oid, sizeof(oid), "rbd_header.%s", prefix + 9);
+	rc = rados_ioctx_create(tier__rados_cluster(r), pool, &io);
+	if (rc < 0)
+		return rc;
+	rc = read_holder(io, oid, LOCK_NAME, &h);
+	rados_ioctx_destroy(io);
+	if (rc == 1 && h.gid == rados_get_instance_id(tier__rados_cluster(r)))
+		return 0;
+	if (rc == 1 && who)
+		describe_holder(&h, who, wholen);
+	return rc;
 }

@@ -186,6 +186,28 @@ void tier_stranded_free(struct tier_stranded_report *r)
 	free(r);
 }
 
+void tier_stranded_drop_group(struct tier_stranded_report *r, size_t gi)
+{
+	struct tier_stranded_group g;
+
+	if (!r || gi >= r->n_groups)
+		return;
+	g = r->groups[gi];
+	for (size_t i = g.first; i < g.first + g.n; i++)
+		free(r->objs[i].dirty_bits);
+	memmove(&r->objs[g.first], &r->objs[g.first + g.n],
+		(r->n_objs - g.first - g.n) * sizeof(r->objs[0]));
+	r->n_objs -= g.n;
+	memmove(&r->groups[gi], &r->groups[gi + 1], (r->n_groups - gi - 1) * sizeof(g));
+	r->n_groups--;
+	for (size_t i = 0; i < r->n_groups; i++)
+		if (r->groups[i].first > g.first)
+			r->groups[i].first -= g.n;
+	r->n_dirty -= g.n_dirty;
+	r->dirty_bytes -= g.dirty_bytes;
+	r->n_ignored += g.n;
+}
+
 /* Candidates: stranded-looking names, sorted by prefix then objno. */
 static int candidates(char **names, size_t n_names, uint64_t object_size,
 		      const struct tier_stranded_image *imgs, size_t n_imgs,

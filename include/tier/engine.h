@@ -64,6 +64,9 @@ struct tier_engine_opts {
 	void *clock_arg;
 	/* Failures as records (same log_arg); NULL: their msg goes to log. */
 	tier_log_rec_fn log_rec;
+	/* The hitset archives are "tier.hitset.<tag>.<seq>" (NULL: "tier.hitset.<seq>"):
+	 * each tierd sharing a cache pool keeps its own.  [A-Za-z0-9_-], <= 64. */
+	const char *hitset_tag;
 };
 
 /* -EINVAL (bad params, missing store), -ENOMEM.  *out NULL on failure. */
@@ -329,6 +332,9 @@ int tier_stranded_scan(struct tier_store *cache, struct tier_cq *cq, uint64_t ob
 		       const struct tier_stranded_image *imgs, size_t n_imgs,
 		       struct tier_stranded_report **out);
 void tier_stranded_free(struct tier_stranded_report *r);
+/* Leave group gi's objects alone (another tierd's image): out of the report,
+ * counted in n_ignored. */
+void tier_stranded_drop_group(struct tier_stranded_report *r, size_t gi);
 
 enum tier_stranded_action {
 	TIER_STRANDED_CLEAN,   /* remove clean (and bad-meta) objects only; dirty ones stay */

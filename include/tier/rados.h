@@ -108,12 +108,22 @@ int tier_rbd_rewatch(struct tier_rbd_image *img);
 enum { TIER_RBD_EV_REQUEST = 1, TIER_RBD_EV_WATCH_ERR = 2 };
 void tier_rbd_set_events(struct tier_rbd_image *img, bool handoff,
 			 void (*event)(void *arg, int ev), void *arg);
+/* Wait until no watch callback runs (after tier_rbd_set_events(.., NULL, ..)). */
+void tier_rbd_flush_events(struct tier_rados *r);
 /* 1 once per release request since the last call (the owner's), else 0. */
 int tier_rbd_take_request(struct tier_rbd_image *img);
 /* The error of a watch error since the last call (0: none). */
 int tier_rbd_take_watch_error(struct tier_rbd_image *img);
 /* Milliseconds since the OSD last confirmed the watch, or -errno. */
 int tier_rbd_watch_age_ms(struct tier_rbd_image *img);
+/*
+ * Whose are the objects "<prefix>.*" of pool's RBD image with that object
+ * prefix ("rbd_data.<id>")?  1: the image's header is locked by another
+ * client (who names it): another tierd serves it, or will take it over;
+ * 0: no such image or no lock; -errno.
+ */
+int tier_rbd_prefix_owner(struct tier_rados *r, const char *pool, const char *prefix,
+			  char *who, size_t wholen);
 /* Release the lock and the watch taken by tier_rbd_open. */
 void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_image *img);
 

@@ -407,14 +407,19 @@ void tier_store_gate_set(struct tier_store *st, int gate, enum tier_store_gate w
 	else if (was == TIER_STORE_GATE_OPEN)
 		atomic_fetch_add(&st->gates_closed, 1);
 	while ((op = g->held_head)) {
+		/* a hold from the watch's thread meanwhile keeps the rest waiting */
+		if (want == TIER_STORE_GATE_OPEN &&
+		    atomic_load(&g->state) != TIER_STORE_GATE_OPEN)
+			break;
 		g->held_head = op->q_next;
 		op->q_next = NULL;
+		if (!g->held_head)
+			g->held_tail = NULL;
 		if (want == TIER_STORE_GATE_FENCED)
 			gate_fail(st, op);
 		else
 			store_dispatch(st, op);
 	}
-	g->held_tail = NULL;
 }
 
 uint64_t tier_store_fenced_ops(const struct tier_store *st)

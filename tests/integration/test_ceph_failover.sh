@@ -18,8 +18,13 @@
 #             `rbd lock ls` shows the new owner
 #   race      two standbys asked at once for a dead owner's image: one owns
 #             it, the other stays standby, the lock shows one holder
-#   control   negative control: the same as sigstop with the blocklist
-#             skipped (TIERD_TEST_NO_BLOCKLIST=1): the late write lands
+#   blocklist alone  sigstop with the stopped owner's own checks off
+#             (TIERD_TEST_NO_SELF_FENCE=1): the blocklist refuses the late write
+#   control   negative control: neither (TIERD_TEST_NO_BLOCKLIST=1 too): the
+#             late write lands
+#   shared    a tierd of another image starts beside them on the same cache
+#             pool (the owned image's dirty copies are not its stranded
+#             objects); hitset archives carry each tierd's tag
 # The cluster's osd_client_watch_timeout is set to 5 s while it runs (and
 # removed after).  Env: CEPH_CONF (required; exit 77 when unset), TIERD, TIERCTL.
 set -uo pipefail
@@ -52,6 +57,7 @@ cleanup() {
 		done
 	fi
 	R 60 rbd rm --no-progress "base/$IMG" >/dev/null 2>&1
+	R 60 rbd rm --no-progress "base/$IMG-d" >/dev/null 2>&1
 	if [ "$fails" -gt 0 ]; then
 		for f in "$WORK"/*.log; do echo "---- $f"; tail -30 "$f"; done
 	fi
@@ -76,12 +82,15 @@ listen = unix:$WORK/$1.sock
 admin_socket = $WORK/$1.asok
 log_level = info
 shutdown_timeout = 20s
+threads = $([ "$1" = b ] && echo 2 || echo 1)
 [rados]
 conf = $WORK/ceph.conf
 client_name = client.admin
 base_pool = base
 cache_pool = cache
 op_timeout = 20s
+[tier]
+hit_set_period = 1s
 [image.disk]
 rbd_image = $IMG
 CFG
@@ -109,15 +118,8 @@ count_of() {   # NAME FIELD
 	R 10 "$TIERCTL" --socket "$WORK/$1.asok" images 2>/dev/null |
 		$PY -c 'import json,sys; print(json.load(sys.stdin)["images"][0].get(sys.argv[1],0))' "$2"
 }
-client_addr() {   # NAME: the client id NAME's log names
-	sed -n 's/.*header rbd_header\.[0-9a-f]* locked .* watched by \(client\.[0-9]*\)$/\1/p' "$WORK/$1.log" | tail -1
-}
-# blocklisted NAME: the holder NAME took the image from is in `ceph osd blocklist ls`
-blocklisted() {
-	local addr
-	addr=$(sed -n 's/.*lock taken (the holder was client\.[0-9]* at \(v1:\)\{0,1\}\([^ ]*\) .*/\2/p' "$WORK/$1.log" | tail -1)
-	[ -n "$addr" ] && R 30 ceph osd blocklist ls 2>/dev/null | grep -qF "$addr "
-}
+in_blocklist() { [ -n "$1" ] && R 30 ceph osd blocklist ls 2>/dev/null | grep -qF "$1 "; }
+lock_addr() { R 30 rbd lock ls "base/$IMG" | awk '/^client\./ {print $NF}' | sed 's/^v1://'; }
 
 # ---- the client: python3-libnbd ----
 cat >"$WORK/io.py" <<'EOF'
@@ -169,8 +171,8 @@ elif cmd == "write":          # write NAME OFF TAG: one block, flushed
     h = conn(sys.argv[2]); h.pwrite(block(sys.argv[4], 0), int(sys.argv[3])); h.flush()
 elif cmd == "read":           # read NAME OFF: the block's tag
     h = conn(sys.argv[2]); print(bytes(h.pread(4096, int(sys.argv[3])))[:16].decode().split(":")[0])
-elif cmd == "late":           # late NAME OFF TAG NEW: a write left in a stopped tierd's socket
-    h = conn(sys.argv[2]); h.pwrite(block("old", 0), int(sys.argv[3])); h.flush()
+elif cmd == "late":           # late NAME OFF TAG: a write left in a stopped tierd's socket
+    h = conn(sys.argv[2]); h.pwrite(block("old", 0), 8192); h.flush()
     open(W + "/late.ready", "w").close()
     while not os.path.exists(W + "/late.go"):
         time.sleep(0.05)
@@ -207,6 +209,7 @@ stop9 a; stop9 b
 log "== kill9: the owner killed, another takes over"
 start a; start b
 R 60 $PY "$WORK/io.py" write a 0 k9
+A_ADDR=$(lock_addr)
 stop9 a
 t0=$(date +%s.%N)
 got=$(R 60 $PY "$WORK/io.py" read b 0)
@@ -216,8 +219,8 @@ if [ "$got" = k9 ] && [ "$(owner_of b)" = owned ]; then
 else
 	bad "kill9: read '$got', b is $(owner_of b)"
 fi
-if blocklisted b; then
-	ok "kill9: the dead holder was blocklisted before its lock was broken"
+if in_blocklist "$A_ADDR"; then
+	ok "kill9: the dead holder ($A_ADDR) was blocklisted before its lock was broken"
 else
 	bad "kill9: no blocklist entry / takeover line"
 fi
@@ -226,40 +229,49 @@ stop9 b
 # ================================================================ sigstop / control
 # stopped NAME-OF-NEW-OWNER-ENV: a owns, a write waits in its socket while it is
 # stopped, b takes over and writes "new"; prints what the block holds after SIGCONT
-stopped() {
+stopped() {   # A_ENV B_ENV [force]: environments of the owner and the taker;
+	      # force: b fences a at once (tierctl acquire --force), no request to a
 	rm -f "$WORK/late."*
 	: >"$WORK/a.log"; : >"$WORK/b.log"
-	start a; start b "$@"
-	R 120 $PY "$WORK/io.py" late a 8192 late >"$WORK/late.out" 2>&1 &
+	# shellcheck disable=SC2086
+	start a $1; start b $2
+	# the late write goes to an object nobody else touches: whether it
+	# reached a pool shows in the pools themselves, whatever path it took
+	R 120 $PY "$WORK/io.py" late a $((8 * 4 << 20)) late >"$WORK/late.out" 2>&1 &
 	local cpid=$!
 	for _ in $(seq 1 100); do [ -e "$WORK/late.ready" ] && break; sleep 0.1; done
-	A_CID=$(client_addr a)
+	A_ADDR=$(R 30 rbd lock ls "base/$IMG" | awk '/^client\./ {print $NF}' | sed 's/^v1://')
 	kill -STOP "${PID[a]}"
 	touch "$WORK/late.go"
 	for _ in $(seq 1 100); do [ -e "$WORK/late.sent" ] && break; sleep 0.1; done
 	local t0 t1
 	t0=$(date +%s.%N)
+	[ "${3:-}" = force ] && R 30 "$TIERCTL" --socket "$WORK/b.asok" acquire disk --force >/dev/null
 	R 120 $PY "$WORK/io.py" write b 8192 new
 	t1=$(date +%s.%N)
 	TAKEOVER=$(echo "$t1 - $t0" | bc)
 	kill -CONT "${PID[a]}"
 	wait "$cpid"
 	sleep 2
-	LATE=$(R 60 $PY "$WORK/io.py" read b 8192)
+	LATE=none
+	for pool in cache base; do
+		R 30 rados -p "$pool" stat "$PFX.0000000000000008" >/dev/null 2>&1 && LATE="landed in $pool"
+	done
+	NEW=$(R 60 $PY "$WORK/io.py" read b 8192)
 }
 
 log "== sigstop: the owner stopped with a write in its socket"
-stopped
-if [ "$LATE" = new ]; then
-	ok "sigstop: b took over in $TAKEOVER s (watch timeout 5 s); a's late write did not land ($(cat "$WORK/late.out"))"
+stopped "" ""
+if [ "$LATE" = none ] && [ "$NEW" = new ]; then
+	ok "sigstop: b took over in $TAKEOVER s (watch timeout 5 s); a's late write reached no pool ($(cat "$WORK/late.out"))"
 else
-	bad "sigstop: the block holds '$LATE' after a resumed (late write: $(cat "$WORK/late.out"))"
+	bad "sigstop: late write: $LATE, b reads '$NEW' (late write: $(cat "$WORK/late.out"))"
 fi
 [ "$(owner_of a)" = fenced ] && ok "sigstop: a reports the image fenced" ||
 	bad "sigstop: a reports '$(owner_of a)'"
 R 30 rbd lock ls "base/$IMG" >"$WORK/lockls" 2>&1
-if blocklisted b; then
-	ok "sigstop: ceph osd blocklist ls lists a ($(sed -n 's/.*holder was \(client\.[0-9]*\).*/\1/p' "$WORK/b.log" | tail -1))"
+if in_blocklist "$A_ADDR"; then
+	ok "sigstop: ceph osd blocklist ls lists a at $A_ADDR ($(sed -n 's/.*holder was \(client\.[0-9]*\).*/\1/p' "$WORK/b.log" | tail -1))"
 else
 	bad "sigstop: a not in the blocklist: $(R 30 ceph osd blocklist ls 2>&1)"
 fi
@@ -268,12 +280,26 @@ grep -q "tierd:.*:$b_pid" "$WORK/lockls" && ok "sigstop: rbd lock ls shows b" ||
 	bad "sigstop: rbd lock ls: $(cat "$WORK/lockls")"
 stop9 a; stop9 b
 
-log "== control: the same without the blocklist (TIERD_TEST_NO_BLOCKLIST=1)"
-stopped TIERD_TEST_NO_BLOCKLIST=1
-if [ "$LATE" = late ]; then
-	ok "control: without the blocklist the stopped owner's late write lands (the fence is what stops it)"
+# the blocklist alone (the stopped owner's own checks switched off) stops the
+# late write, and without it the write lands: the pair shows the fence works.
+# b takes the image with --force (fenced at once, nothing asked of a): a
+# release request waiting for a when it resumes would close its connection
+# before the late write is read, and hide the difference
+log "== blocklist alone: the owner's self-fencing off (TIERD_TEST_NO_SELF_FENCE=1)"
+stopped TIERD_TEST_NO_SELF_FENCE=1 "" force
+if [ "$LATE" = none ] && [ "$NEW" = new ] && in_blocklist "$A_ADDR"; then
+	ok "blocklist alone: the late write reached no pool ($(cat "$WORK/late.out"))"
 else
-	bad "control: the late write did not land without the blocklist ('$LATE'): the sigstop check proves nothing"
+	bad "blocklist alone: late write: $LATE, b reads '$NEW' (late write: $(cat "$WORK/late.out"))"
+fi
+stop9 a; stop9 b
+
+log "== control: neither the blocklist nor self-fencing (TIERD_TEST_NO_BLOCKLIST=1)"
+stopped TIERD_TEST_NO_SELF_FENCE=1 TIERD_TEST_NO_BLOCKLIST=1 force
+if [ "$LATE" != none ]; then
+	ok "control: without the blocklist the stopped owner's late write $LATE (the fence is what stops it)"
+else
+	bad "control: the late write reached no pool without the blocklist: the checks above prove nothing"
 fi
 stop9 a; stop9 b
 
@@ -281,6 +307,7 @@ stop9 a; stop9 b
 log "== race: two standbys asked at once for a dead owner's image"
 start a; start b; start c
 R 60 $PY "$WORK/io.py" write a 16384 race
+A_ADDR=$(lock_addr)
 stop9 a
 R 10 "$TIERCTL" --socket "$WORK/b.asok" acquire disk >/dev/null &
 p1=$!
@@ -305,7 +332,37 @@ else
 fi
 got=$(R 60 $PY "$WORK/io.py" read b 16384)
 [ "$got" = race ] && ok "race: the dead owner's acknowledged write reads back" || bad "race: read '$got'"
-blocklisted b || blocklisted c || bad "race: the dead owner is not in the blocklist"
+in_blocklist "$A_ADDR" && ok "race: the dead owner ($A_ADDR) is blocklisted" ||
+	bad "race: the dead owner ($A_ADDR) is not in the blocklist"
+
+# ================================================================ shared pool
+# a tierd serving another image of the cluster starts beside them: the
+# owned image's dirty copies in the shared cache pool are not its stranded
+# objects (without the lock check it refused to start on them)
+log "== shared: a tierd of another image beside the owner"
+R 60 rbd create --size 16M --image-feature layering "base/$IMG-d"
+IMG2="$IMG-d"
+conf d
+sed -i "s|^rbd_image = .*|rbd_image = $IMG-d|" "$WORK/d.conf"
+rm -f "$WORK/d.sock"
+"$TIERD" --config "$WORK/d.conf" 2>>"$WORK/d.log" &
+PID[d]=$!
+for _ in $(seq 1 300); do
+	R 5 "$TIERCTL" --socket "$WORK/d.asok" images >/dev/null 2>&1 && break
+	kill -0 "${PID[d]}" 2>/dev/null || break
+	sleep 0.1
+done
+if [ "$(owner_of d)" = owned ] && grep -q "$PFX.\*: .* of an RBD image whose lock client\.[0-9]* .* holds (another tierd's): left alone" "$WORK/d.log"; then
+	ok "shared: the other image's tierd starts and leaves the owned image's cache objects alone"
+else
+	bad "shared: d is '$(owner_of d)': $(grep -i "stranded\|left alone\|refused" "$WORK/d.log" | head -3)"
+fi
+if R 60 rados -p cache ls 2>/dev/null | grep -q "^tier\.hitset\.$(hostname | tr -c 'A-Za-z0-9_\n-' '_')-[0-9a-f]\{8\}\.[0-9a-f]\{16\}$"; then
+	ok "shared: hitset archives carry each tierd's tag"
+else
+	bad "shared: no tagged hitset archive: $(R 60 rados -p cache ls | grep tier.hitset | head -3)"
+fi
+stop9 d
 stop9 b; stop9 c
 
 if [ "$fails" -gt 0 ]; then
