@@ -474,7 +474,7 @@ static int stranded_check(struct tierd *d, const struct resolved *rv)
 #if HAVE_RADOS
 	/* several tierds share the cache pool: another's images are not stranded */
 	for (size_t i = 0; d->rados && i < r->n_groups;) {
-		char who[320] = "";
+		char who[480] = "";
 		const struct tier_stranded_group *g = &r->groups[i];
 
 		if (!g->image && tier_rbd_prefix_owner(d->rados, d->cfg->rados_base_pool,

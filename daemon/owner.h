@@ -44,7 +44,7 @@ struct tierd_own_info {
 	enum tierd_own state;
 	bool lock_handoff;         /* on_request */
 	uint64_t handoffs, takeovers;
-	char holder[320];          /* owned: our cookie; else who holds the lock */
+	char holder[480];          /* owned: our cookie; else who holds the lock */
 };
 
 struct tierd_owners;

@@ -48,7 +48,7 @@ struct tier_rbd_image {
 	uint64_t client_id;        /* the lock holder and watcher: client.<client_id> */
 	struct tier_rbd_watch *watch;
 	bool owned;                /* the lock is ours (tier_rbd_open2 may leave it to another) */
-	char holder[320];          /* not owned: who holds it, for logs and `tierctl images` */
+	char holder[480];          /* not owned: who holds it, for logs and `tierctl images` */
 };
 /*
  * Resolve image in pool, watch its header (rados_watch2, so `rbd status`

@@ -26,7 +26,7 @@
 #             pool (the owned image's dirty copies are not its stranded
 #             objects); hitset archives carry each tierd's tag
 # The cluster's osd_client_watch_timeout is set to 5 s while it runs (and
-# removed after).  Env: CEPH_CONF (required; exit 77 when unset), TIERD, TIERCTL.
+# removed after; FO_WATCH_TIMEOUT=30 keeps the default).  Env: CEPH_CONF (required; exit 77 when unset), TIERD, TIERCTL.
 set -uo pipefail
 
 if [ -z "${CEPH_CONF:-}" ]; then
@@ -66,11 +66,15 @@ cleanup() {
 trap cleanup EXIT
 
 
-R 30 ceph config set osd osd_client_watch_timeout 5
-# a watch that times out after 5 s needs pings more often than librados'
-# default 5 s tick: the tierds here read this copy of the cluster's config
+# FO_WATCH_TIMEOUT=30: the cluster's default (the takeover figure with it)
+WT=${FO_WATCH_TIMEOUT:-5}
 cp "$CEPH_CONF" "$WORK/ceph.conf"
-printf '[client]\nobjecter tick interval = 1\n' >>"$WORK/ceph.conf"
+if [ "$WT" != 30 ]; then
+	R 30 ceph config set osd osd_client_watch_timeout "$WT"
+	# a watch that times out after 5 s needs pings more often than librados'
+	# default 5 s tick: the tierds here read this copy of the cluster's config
+	printf '[client]\nobjecter tick interval = 1\n' >>"$WORK/ceph.conf"
+fi
 R 60 rbd create --size 64M --image-feature layering "base/$IMG"
 PFX=$(R 60 rbd info "base/$IMG" | sed -n 's/.*block_name_prefix: //p')
 
@@ -263,7 +267,7 @@ stopped() {   # A_ENV B_ENV [force]: environments of the owner and the taker;
 log "== sigstop: the owner stopped with a write in its socket"
 stopped "" ""
 if [ "$LATE" = none ] && [ "$NEW" = new ]; then
-	ok "sigstop: b took over in $TAKEOVER s (watch timeout 5 s); a's late write reached no pool ($(cat "$WORK/late.out"))"
+	ok "sigstop: b took over in $TAKEOVER s (watch timeout $WT s); a's late write reached no pool ($(cat "$WORK/late.out"))"
 else
 	bad "sigstop: late write: $LATE, b reads '$NEW' (late write: $(cat "$WORK/late.out"))"
 fi
