@@ -11,7 +11,7 @@ libgnutls28-dev libjansson-dev debhelper dpkg-dev"
 test_pkgs="fio libnbd-bin python3-libnbd nbdkit qemu-utils python3 procps
 gnutls-bin clang libclang-rt-14-dev prometheus python3-prometheus-client
 systemd nbd-client"
-# deploy/bench-nbdkit.sh BENCH_PRELOADS: the allocator check in docs/BENCHMARKS.md
+# tools/bench/bench-nbdkit.sh BENCH_PRELOADS: the allocator check in docs/BENCHMARKS.md
 bench_pkgs="libjemalloc2 libtcmalloc-minimal4 linux-perf"
 ceph_pkgs="ceph-mon ceph-osd ceph-mgr ceph-common"
 

@@ -4,7 +4,7 @@
 # with the `hdd` base and `ssd` cache device models, two tierd binaries
 # interleaved (docs/BENCHMARKS.md, "A fill hint for every read beside it").
 #
-# Usage: deploy/bench-scan.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
+# Usage: tools/bench/bench-scan.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
 #   TIERD_A, TIERD_B  tierd binaries (tier-bench: the one beside TIERD_A,
 #                     ../tools/tier-bench of its build, or $TIER_BENCH)
 #   ROUNDS            A/B pairs (default 2)

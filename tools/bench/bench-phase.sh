@@ -5,7 +5,7 @@
 # device models, two tierd binaries interleaved (docs/BENCHMARKS.md, "A
 # phase change turns the cache over").
 #
-# Usage: deploy/bench-phase.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
+# Usage: tools/bench/bench-phase.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
 #   TIERD_A, TIERD_B  tierd binaries (tier-bench: the one beside TIERD_B,
 #                     ../tools/tier-bench of its build, or $TIER_BENCH)
 #   ROUNDS            A/B pairs (default 2)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""deploy/sim-clock-model.py - a clock over extents, as a model, on a trace.
+"""tools/bench/sim-clock-model.py - a clock over extents, as a model, on a trace.
 
     sim-clock-model.py TRACE CACHE_BYTES VARIANT...   [--objects N] [--warmup N] [--dirty]
 

@@ -42,8 +42,8 @@ if [ -n "${BENCH_OWN_SESSION:-}" ]; then
 		echo "bench-nbdkit: could not set the session's autogroup to nice $BENCH_NICE" >&2
 fi
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/deploy/bench-lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tools/bench/bench-lib.sh"
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
 SIZE=${BENCH_SIZE:-256M}
 RUNTIME=${BENCH_RUNTIME:-10}

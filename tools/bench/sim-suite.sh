@@ -1,9 +1,9 @@
 #!/bin/sh
-# deploy/sim-suite.sh SIM OUTDIR - the eviction/admission workload suite of
+# tools/bench/sim-suite.sh SIM OUTDIR - the eviction/admission workload suite of
 # docs/BENCHMARKS.md ("Eviction and admission by numbers"): every workload x
 # cache size x policy through tier-sim (the real engine, virtual time), one
 # CSV per workload and cache, then the whole table and its summary on
-# stdout (deploy/sim-suite.py).  Deterministic: the same tree prints the
+# stdout (tools/bench/sim-suite.py).  Deterministic: the same tree prints the
 # same numbers.
 #
 #   SUITE_OPS      requests per run (default 200000; the first 10% warm up)
