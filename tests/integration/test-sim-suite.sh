@@ -162,10 +162,10 @@ PY
 # moves, a busy base) the default misses no more than the block LRU at
 # caches around 5% (at the usable size: this cache holds ~1.23x that, and
 # against an LRU of what it held it misses ~1.5% more: docs/BENCHMARKS.md,
-# "The reference at the size the cache held"; the check guards the
+# "The policy suite"; the check guards the
 # bistability below, not that margin).  A write miss beside a read on base
 # went to base, and the phase's hottest blocks then never got a copy: 29%
-# misses where the LRU has 22.8% (docs/BENCHMARKS.md, "Wide images").
+# misses where the LRU has 22.8% (docs/BENCHMARKS.md, "The policy suite").
 SUITE_SIZE=16G SUITE_CACHE_OF=footprint SUITE_OPS=20000 SUITE_CACHES="5 25" SUITE_WORKLOADS="zipf1.1" \
 SUITE_POLICIES="default" "$HERE/../../tools/bench/sim-suite.sh" "$SIM" "$T/wide" >"$T/wide.md" ||
 	fail "sim-suite.sh with SUITE_CACHE_OF=footprint"
@@ -200,8 +200,8 @@ PY
 # holds the last phase's data and admits nothing; with the agent's 4 jobs
 # behind 64 client ops on base it stayed that way (31.8% misses against the
 # block LRU's 22.8%).  The agent now hurries while the cache turns over
-# (decide.c turnover_ops; docs/BENCHMARKS.md, "A phase change turns the
-# cache over"): within 10% of the block LRU.
+# (decide.c turnover_ops; docs/BENCHMARKS.md,
+# "The policy suite"): within 10% of the block LRU.
 "$SIM" --dist zipf:1.2 --rw randrw:30 --pattern shift --period 33333 --bs 4k --size 16G \
 	--cache 5% --qd 64 --ops 200000 --warmup 20000 --policy default \
 	--csv "$T/shift-qd64.csv" >/dev/null || fail "tier-sim shift wide QD 64"

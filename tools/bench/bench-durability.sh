@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Durability benchmarks (docs/BENCHMARKS.md, "Durability: FLUSH storms and the
-# cost of ordering"): the tierd of this tree ("new") side by side with the
-# tierd of an older commit ("old", default 57a23bd, the engine before the
-# durability work), each started fresh by this script on the embedded local
-# backend (data_dir on the real disk under $BENCH_DATA, not tmpfs), base pool
-# `hdd` device model, cache pool `ssd` (docs/DEVICE-MODEL.md).  Parts:
+# Durability benchmarks (docs/BENCHMARKS.md, "The cost of durability"): the
+# tierd of this tree ("new") side by side with the tierd of an older commit
+# ("old", default 57a23bd, the engine before the durability work), each
+# started fresh by this script on the embedded local backend (data_dir on the
+# real disk under $BENCH_DATA, not tmpfs), base pool `hdd` device model, cache
+# pool `ssd` (docs/DEVICE-MODEL.md).  Parts:
 #
 #   storm  k = 1, 8, 64 NBD FLUSHes in flight over 1000 dirty objects
 #          (4 KiB into each of 1000 distinct 4 MiB objects of a 4 GiB image,

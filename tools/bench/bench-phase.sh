@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # A load whose hot spot moves (tier-sim's shift pattern) at a deep queue,
 # real tierd on the local backend with the `hdd` base and `ssd` cache
-# device models, two tierd binaries interleaved (docs/BENCHMARKS.md, "A
-# phase change turns the cache over").
+# device models, two tierd binaries interleaved (docs/BENCHMARKS.md,
+# "The policy suite").
 #
 # Usage: tools/bench/bench-phase.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
 #   TIERD_A, TIERD_B  tierd binaries (tier-bench: the one beside TIERD_B,

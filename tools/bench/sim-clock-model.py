@@ -49,7 +49,7 @@ something: one metadata write each in the engine's partial eviction):
 where it would go it is flushed (counted) and goes at its next look.
   lru           an LRU of blocks (tier-sim's reference)
 
-(docs/BENCHMARKS.md, "What is left on shift, log and vms".)
+(docs/BENCHMARKS.md, "The policy suite".)
 """
 import argparse
 import collections

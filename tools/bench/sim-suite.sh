@@ -1,6 +1,6 @@
 #!/bin/sh
 # tools/bench/sim-suite.sh SIM OUTDIR - the eviction/admission workload suite of
-# docs/BENCHMARKS.md ("Eviction and admission by numbers"): every workload x
+# docs/BENCHMARKS.md ("The policy suite"): every workload x
 # cache size x policy through tier-sim (the real engine, virtual time), one
 # CSV per workload and cache, then the whole table and its summary on
 # stdout (tools/bench/sim-suite.py).  Deterministic: the same tree prints the
@@ -13,7 +13,8 @@
 #                  images are: every block is touched) or footprint (% of
 #                  the 4 KiB blocks a run touches, tier-sim --cache P%: for
 #                  wide images, e.g. SUITE_SIZE=16G, where a run touches a
-#                  few percent of the image; docs/BENCHMARKS.md "Wide images")
+#                  few percent of the image; docs/BENCHMARKS.md,
+#                  "The policy suite")
 #   SUITE_WORKLOADS  names to run (default all, see below)
 #   SUITE_POLICIES   tier-sim policy specs, comma separated (default below)
 #   SUITE_JOBS     runs at a time (default 2)
