@@ -29,6 +29,10 @@ def source_keys(src):
     keys = {}
     with open(src + "/daemon/config.c") as f:
         cfg = f.read()
+    tables = set(re.findall(r"static const struct kdesc (\w+)_keys\[\]", cfg))
+    if tables != {"global", "local", "rados", "image"}:
+        fail("daemon/config.c's key tables are %s: a new section needs its place in "
+             "tierd_config_key_info, the template and this test" % sorted(tables))
     for sec in ("global", "local", "rados", "image"):
         m = re.search(r"static const struct kdesc %s_keys\[\] = \{(.*?)\n\};" % sec, cfg, re.S)
         if not m:
