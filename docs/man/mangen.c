@@ -4,11 +4,13 @@
  * tables the code runs on: the config parser's keys (daemon/config.c
  * tierd_config_key_info) and the [tier] parameter table (libtier/params.c),
  * so a key's name, default, allowed values and whether a reload applies it
- * cannot drift from the page.  The prose is the template's.  It decides
- * only how a key is written in roff; it must never hold a key, default or
- * range of its own.
+ * cannot drift from the page.  The prose is the template's, and each key's
+ * paragraph is the comment above it in deploy/tierd.conf.example (the
+ * example every key is shown in, with its note).  It decides only how a
+ * key is written in roff; it must never hold a key, default or range of
+ * its own.
  *
- * Usage: mangen TEMPLATE OUTPUT.  Template lines that are exactly
+ * Usage: mangen TEMPLATE OUTPUT [EXAMPLE].  Template lines that are exactly
  *   @KEYS SECTION@        one entry per key of that section (global, local,
  *                         rados, tier, image.NAME)
  *   @RELOAD_LIVE@         the keys outside [tier] a reload applies, as a list
@@ -43,17 +45,119 @@ static void put_text(FILE *o, const char *s)
 	}
 }
 
+/*
+ * The example's notes: the comment lines right above a (commented-out) key
+ * describe it and the keys that follow it before the next comment; the
+ * first of such a group carries the text, the others name the first.
+ */
+struct note {
+	char section[32], key[48], first[48];
+	char *text;
+};
+static struct note *notes;
+static size_t n_notes;
+
+static void notes_free(void)
+{
+	for (size_t i = 0; i < n_notes; i++)
+		free(notes[i].text);
+	free(notes);
+}
+
+/* 0, or -errno (the file, memory). */
+static int notes_load(const char *path)
+{
+	char line[1024], sec[32] = "", key[48], first[48] = "", *text = NULL;
+	size_t tlen = 0;
+	FILE *f = fopen(path, "r");
+	int r = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
+		struct note *nn;
+
+		line[n] = '\0';
+		if (sscanf(line, "[%31[a-z]", sec) == 1 || sscanf(line, "#[%31[a-z]", sec) == 1 ||
+		    n == 0) {
+			free(text);
+			text = NULL;
+			tlen = 0;
+			first[0] = '\0';
+			continue;
+		}
+		if (sscanf(line, "#%47[a-z_] =", key) == 1 || sscanf(line, "%47[a-z_] =", key) == 1) {
+			if (!sec[0])
+				continue;
+			nn = realloc(notes, (n_notes + 1) * sizeof(*notes));
+			if (!nn) {
+				r = -ENOMEM;
+				break;
+			}
+			notes = nn;
+			nn = &notes[n_notes++];
+			snprintf(nn->section, sizeof(nn->section), "%s", sec);
+			snprintf(nn->key, sizeof(nn->key), "%s", key);
+			snprintf(nn->first, sizeof(nn->first), "%s", first[0] ? first : key);
+			nn->text = text;   /* owned by the note now */
+			if (text)
+				snprintf(first, sizeof(first), "%s", key);
+			text = NULL;
+			tlen = 0;
+			continue;
+		}
+		if (line[0] == '#') {
+			const char *t = line[1] == ' ' ? line + 2 : line + 1;
+			char *nt = realloc(text, tlen + strlen(t) + 2);
+
+			if (!nt) {
+				r = -ENOMEM;
+				break;
+			}
+			text = nt;
+			tlen += (size_t)sprintf(text + tlen, "%s%s", tlen ? " " : "", t);
+			first[0] = '\0';
+		}
+	}
+	free(text);
+	fclose(f);
+	return r;
+}
+
+static const struct note *note_of(const char *section, const char *key)
+{
+	if (!strcmp(section, "image.NAME"))
+		section = "image";
+	for (size_t i = 0; i < n_notes; i++)
+		if (!strcmp(notes[i].section, section) && !strcmp(notes[i].key, key))
+			return &notes[i];
+	return NULL;
+}
+
 static int put_keys(FILE *o, const char *section)
 {
 	struct tierd_config_key k;
 	int n = 0, r;
 
 	for (size_t i = 0; (r = tierd_config_key_info(i, &k)) == 0; i++) {
+		const struct note *no;
+
 		if (strcmp(k.section, section))
 			continue;
 		fputs(".TP\n.B ", o);
 		put_text(o, k.key);
-		fputs("\nDefault: ", o);
+		fputs("\n", o);
+		no = note_of(k.section, k.key);
+		if (no && no->text) {
+			put_text(o, no->text);
+			fputs("\n.br\n", o);
+		} else if (no && strcmp(no->first, k.key)) {
+			fputs("See \\fB", o);
+			put_text(o, no->first);
+			fputs("\\fR above.\n.br\n", o);
+		}
+		fputs("Default: ", o);
 		if (k.def[0]) {
 			fputs("\\fB", o);
 			put_text(o, k.def);
@@ -124,10 +228,16 @@ int main(int argc, char **argv)
 	FILE *in = NULL, *o = NULL;
 	int rc = 1, lineno = 0;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: mangen TEMPLATE OUTPUT\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: mangen TEMPLATE OUTPUT [EXAMPLE]\n");
 		return 2;
 	}
+	if (argc == 4 && (rc = notes_load(argv[3])) < 0) {
+		fprintf(stderr, "mangen: %s: %s\n", argv[3], strerror(-rc));
+		notes_free();
+		return 1;
+	}
+	rc = 1;
 	in = fopen(argv[1], "r");
 	o = fopen(argv[2], "w");
 	if (!in || !o) {
@@ -170,7 +280,8 @@ out:
 		fprintf(stderr, "mangen: %s: %s\n", argv[2], strerror(errno));
 		rc = 1;
 	}
-	if (rc && argc == 3)
+	if (rc)
 		remove(argv[2]);
+	notes_free();
 	return rc;
 }
