@@ -3,7 +3,8 @@
 # deploy/monitoring loads and names only metrics tierd exports: the alert
 # rules pass `promtool check rules`, and `promtool test rules` shows each
 # alert firing on its series and not on a healthy tierd's; the Grafana
-# dashboard is JSON whose panels each have queries; every tierd_* metric the
+# dashboard is JSON whose panels each have queries, PromQL that promtool
+# accepts (as recording rules); every tierd_* metric the
 # rules or the dashboard name is in a live scrape of a real tierd's
 # /metrics, except tierd_image_owned and tierd_image_fenced (issue 30's
 # failover gauges) while tierd does not export them yet.  The name check
@@ -18,6 +19,22 @@ out=$(promtool check rules "$RULES" 2>&1) || fail "promtool check rules: $out"
 log "promtool check rules: $(grep -o 'SUCCESS.*' <<<"$out")"
 out=$(cd "$MON" && promtool test rules tierd-alerts.test.yml 2>&1) || fail "promtool test rules: $out"
 log "promtool test rules: the alerts fire on their series"
+
+# the dashboard's queries are PromQL: as recording rules (Grafana's
+# variables given values) they pass promtool too
+/usr/bin/python3 - "$DASH" >"$WORK/dashboard-rules.yml" <<'PY' || fail "dashboard queries"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("groups:\n  - name: dashboard\n    rules:")
+n = 0
+for p in d["panels"]:
+    for t in p.get("targets", []):
+        n += 1
+        e = t["expr"].replace("$__rate_interval", "5m").replace("$instance", ".*")
+        print("      - record: tierd_dashboard_query_%d\n        expr: %s" % (n, json.dumps(e)))
+PY
+out=$(promtool check rules "$WORK/dashboard-rules.yml" 2>&1) || fail "dashboard queries: $out"
+log "dashboard queries: $(grep -o 'SUCCESS.*' <<<"$out")"
 
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 write_config
