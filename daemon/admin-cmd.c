@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "daemon/admin-internal.h"
+#include "daemon/owner.h"
 #include "daemon/utf8.h"
 
 #define MAX_ARGS 16
@@ -486,6 +487,36 @@ static void cmd_promote(struct cmd_ctx *c)
 	set_u64(c->out, "length", len);
 }
 
+/* acquire IMAGE [--force] / release IMAGE: the owner state machine (daemon/owner.c). */
+static void cmd_own(struct cmd_ctx *c)
+{
+	bool acquire = !strcmp(c->argv[0], "acquire"), force = false;
+	char msg[512] = "";
+	int r;
+
+	if (c->argc == 3) {
+		if (!acquire || strcmp(c->argv[2], "--force")) {
+			fail(c, "usage: acquire IMAGE [--force] | release IMAGE");
+			return;
+		}
+		force = true;
+	}
+	if (!c->a->hooks.own_request) {
+		fail(c, "ownership applies to RBD images (backend = rados)");
+		return;
+	}
+	r = c->a->hooks.own_request(c->a->hooks.arg, c->argv[1], acquire, force, msg,
+				    sizeof(msg));
+	if (r < 0) {
+		fail(c, "%s", msg[0] ? msg : strerror(-r));
+		return;
+	}
+	if (!ans(c))
+		return;
+	set(c->out, "ok", json_true());
+	set_str(c->out, "message", msg);
+}
+
 /* A real rounded to n significant digits (the digits are the interface). */
 static json_t *real_sig(double v, int n)
 {
@@ -566,6 +597,20 @@ static void cmd_images(struct cmd_ctx *c)
 		set(o, "ready", json_boolean(ready == 1));
 		set_str(o, "state", ready == 1 ? "ready" : ready == 0 ? "loading" : strerror(-ready));
 		set(o, "read_only", json_boolean(tier_image_read_only(imgs[i])));
+		{
+			struct tierd_own_info oi;
+
+			if (c->a->hooks.owner &&
+			    c->a->hooks.owner(c->a->hooks.arg, tier_image_name(imgs[i]), &oi) == 0) {
+				set_str(o, "owner", tierd_own_name(oi.state));
+				set_str(o, "lock_holder", oi.holder);
+				set_str(o, "lock_handoff", oi.lock_handoff ? "on_request" : "never");
+				set_u64(o, "handoffs", oi.handoffs);
+				set_u64(o, "takeovers", oi.takeovers);
+				if (oi.state != TIERD_OWN_OWNED)
+					set_str(o, "state", tierd_own_name(oi.state));
+			}
+		}
 		/* false: removed from the config file, served until the next restart */
 		set(o, "in_config", json_boolean(in_cfg));
 		json_array_append_new(arr, o);
@@ -621,6 +666,12 @@ static const struct command commands[] = {
 	 {{"image", NULL, true, false}, {"offset", NULL, true, false}, {"length", NULL, true, false}}},
 	{"hitset", "dump", cmd_hitset_dump, 2, 2, "hitset dump", "the hitsets", {{0}}},
 	{"images", NULL, cmd_images, 1, 1, "images", "the images and their state", {{0}}},
+	{"acquire", NULL, cmd_own, 2, 3, "acquire IMAGE [--force]",
+	 "take an RBD image from the tierd that owns it (--force: fence it first)",
+	 {{"image", NULL, true, false}, {"force", NULL, false, false}}},
+	{"release", NULL, cmd_own, 2, 2, "release IMAGE",
+	 "hand an RBD image over: finish its requests, unlock, serve it in standby",
+	 {{"image", NULL, true, false}}},
 	{"version", NULL, cmd_version, 1, 1, "version", "tierd's version", {{0}}},
 	{"help", NULL, cmd_help, 1, 1, "help", "list the commands", {{0}}},
 	{"get_command_descriptions", NULL, cmd_descriptions, 1, 1, "get_command_descriptions",

@@ -14,6 +14,8 @@
 #include "tier/engine.h"
 
 /* What the admin socket needs from the daemon; all called on the loop thread. */
+struct tierd_own_info;
+
 struct tierd_admin_hooks {
 	void *arg;
 	struct tier_engine *(*engine)(void *arg);
@@ -30,6 +32,11 @@ struct tierd_admin_hooks {
 	const struct tierd_busy_poll *(*busy_poll)(void *arg, int which);
 	/* Optional: where the audit lines of state-changing commands go (daemon/log.c). */
 	tier_log_fn log;
+	/* Optional (rados): an RBD image's owner state (-ENOENT: none), and
+	 * `acquire IMAGE [--force]` / `release IMAGE` (daemon/owner.c). */
+	int (*owner)(void *arg, const char *image, struct tierd_own_info *out);
+	int (*own_request)(void *arg, const char *image, bool acquire, bool force,
+			   char *msg, size_t len);
 };
 
 struct tierd_admin;

@@ -63,6 +63,7 @@ enum ktype {
 	T_U32, T_U64, T_BYTES, T_MS, T_BOOL,
 	T_TLS,       /* off | on | require */
 	T_MODE,      /* octal file mode */
+	T_HANDOFF,   /* on_request | never */
 };
 
 enum kbase { B_CFG, B_BASE_OVR, B_CACHE_OVR, B_IMG };
@@ -141,12 +142,14 @@ static const struct kdesc image_keys[] = {
 	IMG("size", T_BYTES, size, 512, 1ull << 60),
 	IMG("rbd_image", T_STR, rbd_image, 0, 0),
 	IMG("read_only", T_BOOL, read_only, 0, 0),
+	IMG("lock_handoff", T_HANDOFF, lock_handoff, 0, 0),
 	{NULL, 0, 0, 0, 0, 0},
 };
 
 static const char *const backend_names[] = {"local", "rados", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const tls_names[] = {"off", "on", "require", NULL};
+static const char *const handoff_names[] = {"on_request", "never", NULL};
 
 /* ---- small helpers ---- */
 
@@ -392,6 +395,8 @@ static int apply(struct tierd_config *c, const struct kdesc *d, void *base, cons
 		return set_enum(level_names, (int *)f, v, msg, len);
 	case T_TLS:
 		return set_enum(tls_names, (int *)f, v, msg, len);
+	case T_HANDOFF:
+		return set_enum(handoff_names, (int *)f, v, msg, len);
 	case T_MODE: {
 		char *end;
 		unsigned long m;
@@ -842,6 +847,9 @@ static void cross_check(struct parse_ctx *x)
 			if (img->rbd_image)
 				fail(x, line, sec, "rbd_image", -EINVAL,
 				     "only with backend = rados (allowed here: size, read_only)");
+			if (img->lock_handoff)
+				fail(x, line, sec, "lock_handoff", -EINVAL,
+				     "only with backend = rados (an RBD image's lock)");
 		} else {
 			if (img->size)
 				fail(x, line, sec, "size", -EINVAL,

@@ -26,6 +26,7 @@ struct tierd_image_cfg {
 	uint64_t size;      /* local: bytes */
 	char *rbd_image;    /* rados: RBD image name in base_pool */
 	bool read_only;
+	int lock_handoff;   /* rados: 0 on_request (hand over when asked), 1 never */
 };
 
 struct tierd_config {

@@ -38,6 +38,9 @@
 #include "daemon/layout.h"
 #include "daemon/log.h"
 #include "daemon/nbd.h"
+#if HAVE_RADOS
+#include "daemon/owner.h"
+#endif
 #include "tier/engine.h"
 #include "tier/store.h"
 #if HAVE_RADOS
@@ -72,6 +75,7 @@ struct tierd {
 	struct tier_rados *rados;
 	struct tier_rbd_image rbd[TIERD_MAX_IMAGES];
 	size_t n_rbd;
+	struct tierd_owners *owners;   /* which images this tierd serves (daemon/owner.c) */
 #endif
 };
 
@@ -275,7 +279,8 @@ static int resolve_image(struct tierd *d, const struct tierd_image_cfg *ic,
 
 		if (d->n_rbd >= TIERD_MAX_IMAGES)
 			return -ENOSPC;
-		rc = tier_rbd_open(d->rados, d->cfg->rados_base_pool, rname, rb, err, sizeof(err));
+		rc = tier_rbd_open2(d->rados, d->cfg->rados_base_pool, rname, TIER_RBD_STANDBY, rb,
+				    err, sizeof(err));
 		if (rc < 0) {
 			tlog(d, TIER_LOG_ERROR, "image %s (rbd %s): %s", ic->name, rname,
 			     err[0] ? err : strerror(-rc));
@@ -289,10 +294,16 @@ static int resolve_image(struct tierd *d, const struct tierd_image_cfg *ic,
 			return -EINVAL;
 		}
 		d->n_rbd++;
-		tlog(d, TIER_LOG_INFO, "image %s: rbd %s/%s header rbd_header.%s locked "
-		     "(rbd_lock, cookie '%s') and watched by client.%llu",
-		     ic->name, d->cfg->rados_base_pool, rname, rb->id, rb->cookie,
-		     (unsigned long long)rb->client_id);
+		if (rb->owned)
+			tlog(d, TIER_LOG_INFO, "image %s: rbd %s/%s header rbd_header.%s locked "
+			     "(rbd_lock, cookie '%s') and watched by client.%llu",
+			     ic->name, d->cfg->rados_base_pool, rname, rb->id, rb->cookie,
+			     (unsigned long long)rb->client_id);
+		else
+			tlog(d, TIER_LOG_INFO, "image %s: rbd %s/%s is locked by %s: serving it in "
+			     "standby (its first request asks for it; lock_handoff = %s)", ic->name,
+			     d->cfg->rados_base_pool, rname, rb->holder,
+			     ic->lock_handoff ? "never" : "on_request");
 		snprintf(prefix, TIER_OID_MAX, "%s", rb->object_prefix);
 		*size = rb->size;
 		return 0;
@@ -302,19 +313,33 @@ static int resolve_image(struct tierd *d, const struct tierd_image_cfg *ic,
 #endif
 }
 
+/* rbd_idx: the image's entry in d->rbd (rados), or -1. */
 static int serve_image(struct tierd *d, const struct tierd_image_cfg *ic, const char *prefix,
-		       uint64_t size)
+		       uint64_t size, long rbd_idx)
 {
 	struct tier_image_opts o = { .name = ic->name, .read_only = ic->read_only,
 				     .object_prefix = prefix, .size = size };
 	struct tier_image *img = NULL;
 	int rc;
 
+#if HAVE_RADOS
+	if (rbd_idx >= 0)
+		o.standby = !d->rbd[rbd_idx].owned;
+#else
+	(void)rbd_idx;
+#endif
 	rc = tier_image_open(d->engine, &o, &img);
 	if (rc < 0) {
 		tlog(d, TIER_LOG_ERROR, "image %s: open: %s", ic->name, strerror(-rc));
 		return rc;
 	}
+#if HAVE_RADOS
+	if (d->owners && rbd_idx >= 0 &&
+	    (rc = tierd_owners_add(d->owners, &d->rbd[rbd_idx], img, ic->lock_handoff == 0)) < 0) {
+		tlog(d, TIER_LOG_ERROR, "image %s: ownership: %s", ic->name, strerror(-rc));
+		return rc;
+	}
+#endif
 	rc = nbd_server_add_export(d->nbd, img, ic->read_only);
 	if (rc < 0) {
 		tlog(d, TIER_LOG_ERROR, "image %s: export: %s", ic->name, strerror(-rc));
@@ -330,8 +355,13 @@ static int open_image(struct tierd *d, const struct tierd_image_cfg *ic)
 	char prefix[TIER_OID_MAX];
 	uint64_t size = 0;
 	int rc = resolve_image(d, ic, prefix, &size);
+	long rbd_idx = -1;
 
-	return rc < 0 ? rc : serve_image(d, ic, prefix, size);
+#if HAVE_RADOS
+	if (d->cfg->backend == TIERD_BACKEND_RADOS)
+		rbd_idx = (long)d->n_rbd - 1;
+#endif
+	return rc < 0 ? rc : serve_image(d, ic, prefix, size, rbd_idx);
 }
 
 /* ---- stranded cache objects (libtier/stranded.c, docs/OPERATIONS.md) ---- */
@@ -489,8 +519,8 @@ static void maybe_ready(struct tierd *d)
 	if (d->ready_sent || d->stopping)
 		return;
 	n = tier_engine_images(d->engine, imgs, TIERD_MAX_IMAGES);
-	for (i = 0; i < n; i++)
-		if (tier_image_ready(imgs[i]) == 0)
+	for (i = 0; i < n; i++)   /* a standby image waits for its first request */
+		if (tier_image_ready(imgs[i]) == 0 && !tier_image_is_parked(imgs[i]))
 			return;
 	for (i = 0; i < n; i++)
 		if (tier_image_ready(imgs[i]) < 0)
@@ -517,21 +547,17 @@ static void schedule_tick(struct tierd *d)
 	 * Stopping: finish the moment the engine has nothing in flight; until
 	 * then keep ticking, as queued work may wait for throttle refills.
 	 */
-	if (d->stopping && d->nbd_drained && tier_engine_idle(d->engine)) {
+	if (d->stopping && d->nbd_drained && tier_engine_idle(d->engine)
+#if HAVE_RADOS
+	    && !tierd_owners_busy(d->owners)
+#endif
+	    ) {
 		finish(d);
 		return;
 	}
 	ms = tier_engine_tick(d->engine);
 #if HAVE_RADOS
-	for (size_t i = 0; i < d->n_rbd; i++) {
-		int rc = tier_rbd_keep_watch(&d->rbd[i]);
-
-		if (rc)
-			tlog(d, rc > 0 ? TIER_LOG_WARN : TIER_LOG_ERROR,
-			     "image %s: the watch on rbd_header.%s was lost; %s%s",
-			     d->rbd[i].name, d->rbd[i].id, rc > 0 ? "watching again" :
-			     "re-watching failed, retrying: ", rc > 0 ? "" : strerror(-rc));
-	}
+	tierd_owners_tick(d->owners);
 #endif
 	uv_timer_start(&d->tick_timer, on_tick, ms ? ms : 1, 0);
 	maybe_ready(d);
@@ -610,6 +636,9 @@ static void finish(struct tierd *d)
 	d->admin = NULL;
 	tierd_prom_stop(d->prom);
 	d->prom = NULL;
+#if HAVE_RADOS
+	tierd_owners_stop(d->owners);
+#endif
 	close_handle((uv_handle_t *)&d->cq_async);
 	close_handle((uv_handle_t *)&d->cq_idle);
 	close_handle((uv_handle_t *)&d->tick_timer);
@@ -950,6 +979,23 @@ static struct tier_store *hook_store(void *arg, int which)
 	return which ? d->cache : d->base;
 }
 
+#if HAVE_RADOS
+static int hook_owner(void *arg, const char *image, struct tierd_own_info *out)
+{
+	struct tierd *d = arg;
+
+	return d->owners ? tierd_owners_state(d->owners, image, out) : -ENOENT;
+}
+
+static int hook_own_request(void *arg, const char *image, bool acquire, bool force, char *msg,
+			    size_t len)
+{
+	struct tierd *d = arg;
+
+	return tierd_owners_request(d->owners, image, acquire, force, msg, len);
+}
+#endif
+
 static const struct tierd_busy_poll *hook_busy_poll(void *arg, int which)
 {
 	struct tierd *d = arg;
@@ -1146,6 +1192,10 @@ static int start(struct tierd *d)
 		.reload = hook_reload, .set_params = hook_set_params,
 		.store = hook_store,
 		.busy_poll = hook_busy_poll,
+#if HAVE_RADOS
+		.owner = hook_owner,
+		.own_request = hook_own_request,
+#endif
 		.log = tierd_log_cb,
 	};
 	const struct tierd_config *c = d->cfg;
@@ -1190,11 +1240,31 @@ static int start(struct tierd *d)
 		tlog(d, TIER_LOG_ERROR, "nbd: %s", nbd_err[0] ? nbd_err : strerror(-rc));
 		return rc;
 	}
+#if HAVE_RADOS
+	if (c->backend == TIERD_BACKEND_RADOS) {
+		struct tierd_owner_ctx oc = {
+			.loop = &d->loop, .rados = d->rados, .base = d->base, .cache = d->cache,
+			.nbd = d->nbd, .log = tierd_log_cb, .log_arg = d,
+		};
+		const char *nb = getenv("TIERD_TEST_NO_BLOCKLIST");
+
+		oc.no_blocklist = nb && !strcmp(nb, "1");
+		if (oc.no_blocklist)
+			tlog(d, TIER_LOG_ERROR, "TIERD_TEST_NO_BLOCKLIST=1: locks of dead holders "
+			     "are broken WITHOUT blocklisting them (a test's negative control; "
+			     "never in production)");
+		if ((rc = tierd_owners_create(&oc, &d->owners)) < 0) {
+			tlog(d, TIER_LOG_ERROR, "ownership: %s", uv_strerror(rc));
+			return rc;
+		}
+	}
+#endif
 	tlog(d, TIER_LOG_INFO, "nbd: at most %zu connections, tls %s",
 	     nbd_server_max_connections(d->nbd),
 	     c->tls == NBD_TLS_REQUIRE ? "required" : c->tls == NBD_TLS_ON ? "offered" : "off");
 	for (i = 0; i < rv.n; i++)
-		if ((rc = serve_image(d, &c->images[i], rv.prefix[i], rv.size[i])) < 0)
+		if ((rc = serve_image(d, &c->images[i], rv.prefix[i], rv.size[i],
+				      c->backend == TIERD_BACKEND_RADOS ? (long)i : -1)) < 0)
 			return rc;
 	for (i = 0; rc == 0 && i < c->n_listen; i++)
 		rc = nbd_server_listen(d->nbd, c->listen[i]);
@@ -1226,6 +1296,10 @@ static int start(struct tierd *d)
 			return rc;
 		}
 		tierd_prom_set_timeout(d->prom, c->client_timeout_ms);
+#if HAVE_RADOS
+		if (d->owners)
+			tierd_prom_set_owner(d->prom, hook_owner);
+#endif
 		tlog(d, TIER_LOG_INFO, "prometheus metrics on http://%s/metrics", c->prometheus);
 	}
 	notify("STATUS=listening; loading the cache maps of %zu image(s)", rv.n);
@@ -1441,6 +1515,7 @@ int main(int argc, char **argv)
 	tierd_busy_poll_run(&d.loop, &d.busy_poll);
 	nbd_server_destroy(d.nbd);
 #if HAVE_RADOS
+	tierd_owners_destroy(d.owners);
 	for (size_t i = 0; i < d.n_rbd; i++)
 		tier_rbd_close(d.rados, d.cfg->rados_base_pool, &d.rbd[i]);
 	tier_rados_disconnect(d.rados);

@@ -925,6 +925,28 @@ int nbd_server_set_read_only(struct nbd_server *s, const char *name, bool read_o
 	return x.rc;
 }
 
+static void x_close_export(void *arg)
+{
+	struct nbd_xcall *x = arg;
+	struct nbd_conn *c, *next;
+
+	for (c = x->s->conns; c; c = next) {
+		next = c->next;    /* conn_close only schedules the close */
+		if (c->exp && !c->closing && !strcmp(c->exp->name, x->name)) {
+			nbd__conn_close(c, x->done_arg);
+			x->n++;
+		}
+	}
+}
+
+size_t nbd_server_close_export(struct nbd_server *s, const char *name, const char *why)
+{
+	struct nbd_xcall x = { .s = s, .name = name, .done_arg = (void *)why };
+
+	nbd_server_exec(s, x_close_export, &x);
+	return x.n;
+}
+
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only)
 {
 	const char *name = tier_image_name(img);

@@ -110,6 +110,13 @@ int nbd_parse_tcp_addr(const char *addr, struct sockaddr_storage *ss, socklen_t 
 int nbd_server_add_export(struct nbd_server *s, struct tier_image *img, bool read_only);
 /* Live: connected clients' writes now fail with EPERM; new ones see NBD_FLAG_READ_ONLY. */
 int nbd_server_set_read_only(struct nbd_server *s, const char *name, bool read_only);
+/*
+ * Close every connection to export `name` at once, answering nothing more
+ * (the image went to another daemon, or was fenced): requests the engine
+ * still runs finish there, their answers dropped; a client that reconnects
+ * sends again what was not answered.  Returns how many were closed.
+ */
+size_t nbd_server_close_export(struct nbd_server *s, const char *name, const char *why);
 
 /* Change the backpressure caps (config reload); applies to new decisions. */
 void nbd_server_set_limits(struct nbd_server *s, uint32_t max_requests,

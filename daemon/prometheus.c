@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "daemon/config.h"
+#include "daemon/owner.h"
 #include "daemon/prometheus.h"
 #include "daemon/utf8.h"
 
@@ -34,6 +35,7 @@ struct tierd_prom {
 	struct tier_engine *(*engine)(void *arg);
 	struct tier_store *(*store)(void *arg, int which);
 	void *arg;
+	tierd_prom_owner_fn owner;
 	struct prom_conn *conns;     /* open scrapes, closed at stop */
 	size_t n_conns;
 	uint64_t timeout_ms;
@@ -340,6 +342,12 @@ static void put_pools(FILE *b, struct tier_store *const pools[2])
 
 char *tierd_prom_render(struct tier_engine *e, struct tier_store *const pools[2], size_t *len)
 {
+	return tierd_prom_render2(e, pools, NULL, NULL, len);
+}
+
+char *tierd_prom_render2(struct tier_engine *e, struct tier_store *const pools[2],
+			 tierd_prom_owner_fn owner, void *owner_arg, size_t *len)
+{
 	static const char *const kinds[TIER_LAT_KINDS] = { "read", "write", "other" };
 	static const char *const fmodes[] = { "idle", "low", "high" };
 	static const char *const emodes[] = { "idle", "some", "full" };
@@ -378,6 +386,34 @@ char *tierd_prom_render(struct tier_engine *e, struct tier_store *const pools[2]
 	family(b, "tierd_image_read_only", "gauge", "1 if the image is served read-only.");
 	for (size_t i = 0; i < n; i++)
 		sample(b, "tierd_image_read_only", names[i], NULL, tier_image_read_only(imgs[i]));
+	if (owner) {
+		struct tierd_own_info oi;
+
+		family(b, "tierd_image_owned", "gauge", "1 if this tierd holds the RBD image's "
+		       "lock and serves it; 0 in standby, handing over or fenced.");
+		for (size_t i = 0; i < n; i++)
+			if (owner(owner_arg, names[i], &oi) == 0)
+				sample(b, "tierd_image_owned", names[i], NULL,
+				       oi.state == TIERD_OWN_OWNED);
+		family(b, "tierd_image_fenced", "gauge", "1 if the image is fenced in this "
+		       "tierd (its lock is another's, or this client was blocklisted).");
+		for (size_t i = 0; i < n; i++)
+			if (owner(owner_arg, names[i], &oi) == 0)
+				sample(b, "tierd_image_fenced", names[i], NULL,
+				       oi.state == TIERD_OWN_FENCED);
+		family(b, "tierd_image_handoffs_total", "counter", "Times this tierd handed the "
+		       "image over on request.");
+		for (size_t i = 0; i < n; i++)
+			if (owner(owner_arg, names[i], &oi) == 0)
+				sample(b, "tierd_image_handoffs_total", names[i], NULL,
+				       (double)oi.handoffs);
+		family(b, "tierd_image_takeovers_total", "counter", "Times this tierd took the "
+		       "image's lock after start-up (handoffs asked for and fenced takeovers).");
+		for (size_t i = 0; i < n; i++)
+			if (owner(owner_arg, names[i], &oi) == 0)
+				sample(b, "tierd_image_takeovers_total", names[i], NULL,
+				       (double)oi.takeovers);
+	}
 
 	put_fields(b, image_fields, sizeof(image_fields) / sizeof(image_fields[0]), st + 1, names, n);
 	family(b, "tierd_request_duration_seconds", "histogram",
@@ -492,7 +528,7 @@ static void answer(struct prom_conn *c)
 	for (int w = 0; w < 2 && c->p->store; w++)
 		pools[w] = c->p->store(c->p->arg, w);
 	if (status == 0)
-		body = e ? tierd_prom_render(e, pools, &blen) : NULL;
+		body = e ? tierd_prom_render2(e, pools, c->p->owner, c->p->arg, &blen) : NULL;
 	if (status) {
 		static const char *const why[] = {[0] = "Bad Request", [1] = "Not Found",
 						  [2] = "Method Not Allowed"};
@@ -657,6 +693,12 @@ static void listener_closed(uv_handle_t *h)
 
 	p->listener_open = 0;
 	maybe_free(p);
+}
+
+void tierd_prom_set_owner(struct tierd_prom *p, tierd_prom_owner_fn owner)
+{
+	if (p)
+		p->owner = owner;
 }
 
 void tierd_prom_set_timeout(struct tierd_prom *p, uint64_t ms)

@@ -15,6 +15,9 @@
 #include "tier/engine.h"
 
 struct tierd_prom;
+struct tierd_own_info;
+/* An RBD image's owner state (daemon/owner.h); -ENOENT: not an RBD image. */
+typedef int (*tierd_prom_owner_fn)(void *arg, const char *image, struct tierd_own_info *out);
 
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]:PORT). -errno on failure.
  * store (NULL = no pool metrics) gives the base (0) or cache (1) store. */
@@ -29,5 +32,10 @@ void tierd_prom_stop(struct tierd_prom *p);
 /* The exposition text for e and its pools (either NULL: none) (malloc'd;
  * caller frees). NULL on ENOMEM. */
 char *tierd_prom_render(struct tier_engine *e, struct tier_store *const pools[2], size_t *len);
+/* The same with the owner metrics (tierd_image_owned, _fenced, ...) when owner is set. */
+char *tierd_prom_render2(struct tier_engine *e, struct tier_store *const pools[2],
+			 tierd_prom_owner_fn owner, void *owner_arg, size_t *len);
+/* Scrapes show the owner metrics from now on (the arg is tierd_prom_start's). */
+void tierd_prom_set_owner(struct tierd_prom *p, tierd_prom_owner_fn owner);
 
 #endif

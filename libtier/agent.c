@@ -151,7 +151,7 @@ static bool view(const struct want_arg *a, uint64_t key, struct tier__agent_view
 	v->state = o->state;
 	v->flags = o->flags;
 	v->busy = tier__obj_busy(o);
-	v->image_ok = img && !img->closed && (!a->img || a->img == img);
+	v->image_ok = img && !img->closed && !img->parked && (!a->img || a->img == img);
 	v->ignore_age = a->ignore_age;
 	v->age_ms = tier__obj_age_ms(a->now_ms, o);
 	return true;

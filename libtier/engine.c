@@ -106,6 +106,8 @@ void tier__deliver(struct tier_engine *e)
 		if (req->img)
 			tier_lat_record(&req->img->st.lat[k], (now - req->t_start_ns) / 1000);
 		e->reqs_inflight--;
+		if (req->img && req->img->reqs)
+			req->img->reqs--;
 		if (req->first_err)
 			tier__count(e, req->img, errors, 1);
 		req->cb(req, req->first_err);
@@ -161,6 +163,8 @@ struct tier__job *tier__job_new(struct tier_engine *e, int kind, struct tier_ima
 	j->img = img;
 	j->obj = obj;
 	e->jobs_inflight++;
+	if (img)
+		img->jobs++;
 	return j;
 }
 
@@ -169,6 +173,8 @@ void tier__job_free(struct tier__job *j)
 	if (!j)
 		return;
 	j->e->jobs_inflight--;
+	if (j->img)
+		j->img->jobs--;
 	if (j->obuf && j->e->n_obufs < sizeof(j->e->obufs) / sizeof(j->e->obufs[0]))
 		j->e->obufs[j->e->n_obufs++] = j->buf;
 	else
@@ -203,6 +209,9 @@ void tier__cache_error(struct tier_engine *e, int err)
 	bool was = tier__degraded(e);
 
 	e->st.cache_errors++;
+	/* fenced (a gate, or this client blocklisted): not the pool's health */
+	if (err == -ESHUTDOWN)
+		return;
 	e->degraded_until_ms = tier__eng_now_ms(e) + DEGRADE_MS;
 	if (err == -ETIMEDOUT)
 		e->cache_down_until_ms = e->degraded_until_ms;   /* until a probe answers */

@@ -180,7 +180,12 @@ struct tier_image {
 	uint32_t id;
 	bool ro;
 	bool closed;
-	int ready;                      /* 1 loaded, 0 loading, -errno */
+	bool parked;                    /* handed off or standby: no map, requests wait */
+	int ready;                      /* 1 loaded, 0 loading or parked, -errno */
+	uint64_t reqs;                  /* requests dispatched and not yet delivered */
+	uint64_t jobs;                  /* jobs in flight on it (tier__job_new) */
+	size_t n_pend;                  /* requests waiting in pend_head */
+	uint64_t n_entries;             /* map entries of its objects */
 	struct tier_request *pend_head, *pend_tail;
 	char **names;                   /* rebuild listing */
 	size_t n_names, next_name, rb_inflight;

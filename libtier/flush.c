@@ -80,7 +80,7 @@ static void flush_end(struct tier__job *j, bool failed)
 
 		o->flags &= (uint16_t)~TIER__OF_EVICT_AFTER_FLUSH;
 		e->agent_evicting--;
-		if (o->state == TIER__CLEAN && !j->img->closed &&
+		if (o->state == TIER__CLEAN && !j->img->closed && !j->img->parked &&
 		    tier__evict_start(e, j->img, o) == -EBUSY && o->qhead)
 			tier__agent_cool(e, o, now + (d > e->p.cache_min_flush_age ? d :
 						      e->p.cache_min_flush_age));

@@ -51,6 +51,7 @@ static uint32_t prefix_id(const struct tier_engine *e, const char *prefix)
 }
 
 static int dispatch_req(struct tier_image *img, struct tier_request *req);
+static void drop_entry(struct tier_engine *e, struct tier__obj *o, void *arg);
 
 static void image_loaded(struct tier_image *img, int rc)
 {
@@ -60,6 +61,10 @@ static void image_loaded(struct tier_image *img, int rc)
 	tier_store_list_free(img->names, img->n_names);
 	img->names = NULL;
 	img->n_names = 0;
+	if (img->parked) {      /* handed off while it loaded: what it found goes */
+		tier__map_foreach(e, drop_entry, img);
+		return;
+	}
 	img->ready = rc < 0 ? rc : 1;
 	if (rc < 0)
 		tier__log(e, TIER_LOG_ERROR, "image %s: rebuild from the cache pool failed: %s",
@@ -69,7 +74,9 @@ static void image_loaded(struct tier_image *img, int rc)
 			  (unsigned long long)img->n_cached, (unsigned long long)img->n_dirty);
 	while ((r = img->pend_head)) {
 		img->pend_head = r->next;
+		img->n_pend--;
 		r->next = NULL;
+		img->reqs++;
 		if (rc < 0) {
 			r->pending = 1;
 			tier__req_put(e, r, -EIO);
@@ -333,12 +340,51 @@ static void rebuild_list_cb(struct tier_store_op *op)
 	tier__deliver(e);
 }
 
+/* Start the rebuild of img's map: one job per shard, or a LIST. */
+static int start_rebuild(struct tier_image *img)
+{
+	struct tier_engine *e = img->e;
+	struct tier__job *js[REBUILD_SHARDS] = { NULL };
+	unsigned nj = tier_store_can_scan(e->cache) ? REBUILD_SHARDS : 1;
+
+	/* a store that scans pages of names with their meta (local): one job per shard */
+	for (unsigned i = 0; i < nj; i++) {
+		if (!(js[i] = tier__job_new(e, TIER__J_REBUILD, img, NULL))) {
+			for (unsigned k = 0; k < i; k++)
+				tier__job_free(js[k]);
+			return -ENOMEM;
+		}
+	}
+	img->ready = 0;
+	img->rb_inflight = 0;
+	img->next_name = 0;
+	for (unsigned i = 0; i < nj; i++) {
+		struct tier__job *j = js[i];
+
+		snprintf((char *)j->meta, TIER_META_MAX, "%s.", img->prefix);
+		j->op.prefix = (const char *)j->meta;
+		snprintf(j->op.oid, sizeof(j->op.oid), "%s", img->prefix);
+		j->op.priv = j;
+		if (tier_store_can_scan(e->cache)) {
+			j->op.opcode = TIER_STORE_SCAN;
+			j->op.len = REBUILD_PAGE;
+			j->op.shard = i;
+			j->op.nshards = nj;
+			j->op.cb = rebuild_scan_cb;
+			img->rb_inflight++;
+		} else {
+			j->op.opcode = TIER_STORE_LIST;
+			j->op.cb = rebuild_list_cb;
+		}
+		tier__submit(e, e->cache, &j->op);
+	}
+	return 0;
+}
+
 int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 		    struct tier_image **out)
 {
 	struct tier_image *img = NULL, **na;
-	struct tier__job *j, *js[REBUILD_SHARDS] = { NULL };
-	unsigned nj = 0;
 	int rc = -ENOMEM;
 
 	*out = NULL;
@@ -360,11 +406,6 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 	img->nobjs = (o->size + e->p.object_size - 1) / e->p.object_size;
 	img->ro = o->read_only;
 	img->id = prefix_id(e, o->object_prefix);
-	/* a store that scans pages of names with their meta (local): one job per shard */
-	nj = tier_store_can_scan(e->cache) ? REBUILD_SHARDS : 1;
-	for (unsigned i = 0; i < nj; i++)
-		if (!(js[i] = tier__job_new(e, TIER__J_REBUILD, img, NULL)))
-			goto out;
 	if (e->n_imgs == e->cap_imgs) {
 		size_t nc = e->cap_imgs ? 2 * e->cap_imgs : 8;
 		na = realloc(e->imgs, nc * sizeof(*na));
@@ -373,34 +414,94 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 		e->imgs = na;
 		e->cap_imgs = nc;
 	}
-	for (unsigned i = 0; i < nj; i++) {
-		j = js[i];
-		js[i] = NULL;
-		snprintf((char *)j->meta, TIER_META_MAX, "%s.", img->prefix);
-		j->op.prefix = (const char *)j->meta;
-		snprintf(j->op.oid, sizeof(j->op.oid), "%s", img->prefix);
-		j->op.priv = j;
-		if (tier_store_can_scan(e->cache)) {
-			j->op.opcode = TIER_STORE_SCAN;
-			j->op.len = REBUILD_PAGE;
-			j->op.shard = i;
-			j->op.nshards = nj;
-			j->op.cb = rebuild_scan_cb;
-			img->rb_inflight++;
-		} else {
-			j->op.opcode = TIER_STORE_LIST;
-			j->op.cb = rebuild_list_cb;
-		}
-		tier__submit(e, e->cache, &j->op);
-	}
+	img->parked = o->standby;
+	if (!o->standby && (rc = start_rebuild(img)) < 0)
+		goto out;
 	e->imgs[e->n_imgs++] = img;
 	*out = img;
 	return 0;
 out:
-	for (unsigned i = 0; i < nj; i++)
-		tier__job_free(js[i]);
 	tier__image_free(img);
 	return rc;
+}
+
+int tier_image_park(struct tier_image *img, int pending_err)
+{
+	if (!img || img->closed)
+		return -EINVAL;
+	if (!img->parked) {
+		img->parked = true;
+		if (img->ready > 0)
+			img->ready = 0;     /* requests from now on wait */
+		tier__map_foreach(img->e, drop_entry, img);
+		if (img->e->drain_img == img)
+			img->e->drain_img = NULL;
+		tier__log(img->e, TIER_LOG_INFO, "image %s: parked (%llu requests and %llu jobs "
+			  "finishing)", img->name, (unsigned long long)img->reqs,
+			  (unsigned long long)img->jobs);
+	}
+	if (pending_err)
+		tier_image_fail_pending(img, pending_err);
+	return 0;
+}
+
+int tier_image_parked(const struct tier_image *img)
+{
+	return img && img->parked && !img->reqs && !img->jobs && !img->n_entries;
+}
+
+int tier_image_load(struct tier_image *img)
+{
+	int rc;
+
+	if (!img || img->closed || !tier_image_parked(img) || img->ready < 0)
+		return -EINVAL;
+	img->parked = false;
+	img->n_cached = img->n_dirty = img->cached_bytes = img->dirty_bytes = 0;
+	rc = start_rebuild(img);
+	if (rc < 0)
+		img->parked = true;
+	return rc;
+}
+
+int tier_image_stop(struct tier_image *img, int err)
+{
+	int rc = tier_image_park(img, 0);
+
+	if (rc < 0)
+		return rc;
+	img->ready = err < 0 ? err : -EIO;
+	tier_image_fail_pending(img, img->ready);
+	return 0;
+}
+
+bool tier_image_is_parked(const struct tier_image *img)
+{
+	return img && img->parked;
+}
+
+size_t tier_image_waiting(const struct tier_image *img)
+{
+	return img ? img->n_pend : 0;
+}
+
+void tier_image_fail_pending(struct tier_image *img, int err)
+{
+	struct tier_engine *e = img->e;
+	struct tier_request *r;
+
+	if (err >= 0)
+		err = -EIO;
+	while ((r = img->pend_head)) {
+		img->pend_head = r->next;
+		img->n_pend--;
+		r->next = NULL;
+		r->pending = 1;
+		img->reqs++;
+		tier__req_put(e, r, err);
+	}
+	img->pend_tail = NULL;
+	tier__kick(e);
 }
 
 int tier_image_ready(const struct tier_image *img)
@@ -555,12 +656,14 @@ int tier_image_submit(struct tier_image *img, struct tier_request *req)
 		else
 			img->pend_head = req;
 		img->pend_tail = req;
+		img->n_pend++;
 		return 0;
 	}
+	img->reqs++;
 	e->in_submit++;
 	if (img->ready < 0) {
 		req->pending = 1;
-		tier__req_put(e, req, -EIO);
+		tier__req_put(e, req, img->ready == -ESHUTDOWN ? -ESHUTDOWN : -EIO);
 		rc = 0;
 	} else {
 		rc = dispatch_req(img, req);

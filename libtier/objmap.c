@@ -176,6 +176,7 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 	o->hnext = e->ht[b];
 	e->ht[b] = idx;
 	e->n_objs++;
+	img->n_entries++;
 	if (e->n_objs > GROW_LOAD * (e->ht_mask + 1))
 		map_grow(e);
 	return o;
@@ -196,8 +197,8 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 
 	if (tier__obj_busy(o))
 		return;
-	if (img && img->closed) {
-		/* image closed: forget the entry (the cache copy stays for the next open) */
+	if (img && (img->closed || img->parked)) {
+		/* image closed or handed off: forget the entry (the cache copy stays) */
 		tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
 		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE |
 					TIER__OF_VUNK);
@@ -211,6 +212,8 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 	idx = *pp;
 	*pp = o->hnext;
 	e->n_objs--;
+	if (img && img->n_entries)
+		img->n_entries--;
 	tier__obj_free_bits(e, o);
 	o->key = 0;
 	o->hnext = e->free_obj;

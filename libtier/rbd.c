@@ -146,9 +146,16 @@ static int cls_call(rados_ioctx_t io, const char *oid, const char *method,
  */
 struct tier_rbd_watch {
 	rados_ioctx_t io;
+	rados_t cluster;
 	char oid[96];
 	uint64_t handle;
 	atomic_int lost;           /* errno from the watch error callback, 0 = fine */
+	atomic_int werr;           /* the same, for tier_rbd_take_watch_error */
+	atomic_bool owner;         /* the lock is ours: answer release requests */
+	atomic_bool handoff;       /* answer them "releasing" (else "never") */
+	atomic_int requests;       /* release requests not yet taken */
+	void (*event)(void *arg, int ev);
+	void *event_arg;
 	struct timespec last_try;  /* of a re-watch: at most one per REWATCH_S */
 	rados_completion_t pending;   /* a re-watch in flight (never blocks the caller) */
 	uint64_t new_handle;
@@ -197,64 +204,40 @@ static bool cookie_is_stale(const char *cookie)
 	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
-/*
- * Describe who holds lock `name`; if it is a dead tierd of this host, break
- * it (1); nobody holds it (1); else -EBUSY with the holder in err.
- */
-static int inspect_holder(rados_ioctx_t io, const char *oid, const char *pool,
-			  const char *image, const char *name, char *err, size_t errlen)
-{
-	char tag[128], clients[256], cookies[256], addrs[256], mine[160];
-	size_t tl = sizeof(tag), cl = sizeof(clients), kl = sizeof(cookies), al = sizeof(addrs);
-	int exclusive = 0;
-	ssize_t n;
-
-	n = rados_list_lockers(io, oid, name, &exclusive, tag, &tl, clients, &cl,
-			       cookies, &kl, addrs, &al);
-	if (n < 0 && n != -ENOENT) {
-		snprintf(err, errlen, "lock on %s/%s is busy and its holder cannot be listed: %s",
-			 pool, oid, strerror((int)-n));
-		return (int)n;
-	}
-	if (n <= 0)
-		return 1;     /* released meanwhile: try again */
-	if (cookie_is_stale(cookies)) {
-		int rc = rados_break_lock(io, oid, name, clients, cookies);
-
-		if (rc == 0 || rc == -ENOENT)
-			return 1;
-	}
-	make_ident(mine, sizeof(mine));
-	if (strstr(cookies, " tierd:") && strcmp(strstr(cookies, " tierd:") + 1, mine) == 0)
-		snprintf(err, errlen, "image header %s/%s is already open in this process "
-			 "(two images name RBD image %s)", pool, oid, image);
-	else if (strcmp(name, LOCK_NAME) == 0)
-		snprintf(err, errlen,
-			 "image is in use: header %s/%s is locked by %s at %s (cookie '%s'); "
-			 "one tierd per image (rbd lock ls %s/%s; rbd status %s/%s). "
-			 "If that process is gone, run: rbd lock rm %s/%s '%s' %s",
-			 pool, oid, clients, addrs, cookies, pool, image, pool, image,
-			 pool, image, cookies, clients);
-	else
-		snprintf(err, errlen,
-			 "image is in use: header %s/%s is locked by %s at %s (cookie %s, an "
-			 "older tierd's lock '%s'); one tierd per image. If that process is gone, "
-			 "run: rados -p %s lock break %s %s %s --lock-cookie %s",
-			 pool, oid, clients, addrs, cookies, name, pool, oid, name, clients, cookies);
-	return -EBUSY;
-}
+/* The payloads of a release request and of its answers (tierd to tierd). */
+#define REQ_PAYLOAD   "tierd-request-lock v1"
+#define ANS_RELEASING "releasing"
+#define ANS_NEVER     "never"
+#define ANS_STANDBY   "standby"
 
 static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
 		     void *data, size_t len)
 {
 	struct tier_rbd_watch *w = arg;
+	const char *ans = NULL;
+	bool asked = false;
 
 	(void)notifier_id;
-	(void)data;
-	(void)len;
-	/* header updates from librbd (resize, feature changes...): acknowledge, so
-	 * the notifier does not wait for its timeout; tierd reads nothing from it */
-	rados_notify_ack(w->io, w->oid, notify_id, handle, NULL, 0);
+	/*
+	 * A release request: the owner answers at once and hands over behind it
+	 * (the asker waits for the lock); a standby says so.  Anything else
+	 * (librbd's header updates: resize, features) is acknowledged with
+	 * nothing, so the notifier does not wait for its timeout.
+	 */
+	if (len == strlen(REQ_PAYLOAD) && !memcmp(data, REQ_PAYLOAD, len)) {
+		if (!atomic_load(&w->owner)) {
+			ans = ANS_STANDBY;
+		} else if (!atomic_load(&w->handoff)) {
+			ans = ANS_NEVER;
+		} else {
+			ans = ANS_RELEASING;
+			asked = true;
+			atomic_fetch_add(&w->requests, 1);
+		}
+	}
+	rados_notify_ack(w->io, w->oid, notify_id, handle, ans, ans ? (int)strlen(ans) : 0);
+	if (asked && w->event)
+		w->event(w->event_arg, TIER_RBD_EV_REQUEST);
 }
 
 static void watch_err_cb(void *arg, uint64_t handle, int err)
@@ -263,19 +246,183 @@ static void watch_err_cb(void *arg, uint64_t handle, int err)
 
 	(void)handle;
 	atomic_store(&w->lost, err ? err : -ENOTCONN);
+	atomic_store(&w->werr, err ? err : -ENOTCONN);
+	if (w->event)
+		w->event(w->event_arg, TIER_RBD_EV_WATCH_ERR);
 }
 
-static int take_lock(rados_ioctx_t io, const char *oid, const char *pool, const char *image,
-		     struct tier_rbd_image *img, char *err, size_t errlen)
+/* ---- who holds the lock ---- */
+
+struct holder {
+	char client[64];     /* "client.4235" */
+	char cookie[256];
+	char addr[128];      /* what `ceph osd blocklist add` takes */
+	uint64_t gid;        /* 4235: the watcher id a notify reply names */
+};
+
+/* 1 held (h filled), 0 nobody holds it, -errno. */
+static int read_holder(rados_ioctx_t io, const char *oid, const char *name, struct holder *h)
 {
-	char ident[160], desc[200];
-	int rc = -EBUSY;
+	char tag[128];
+	size_t tl = sizeof(tag), cl = sizeof(h->client), kl = sizeof(h->cookie),
+	       al = sizeof(h->addr);
+	int exclusive = 0;
+	ssize_t n;
+
+	memset(h, 0, sizeof(*h));
+	n = rados_list_lockers(io, oid, name, &exclusive, tag, &tl, h->client, &cl, h->cookie,
+			       &kl, h->addr, &al);
+	if (n == -ENOENT || n == 0)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	if (!strncmp(h->client, "client.", 7))
+		h->gid = strtoull(h->client + 7, NULL, 10);
+	return 1;
+}
+
+static void describe_holder(const struct holder *h, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s at %s (cookie '%s')", h->client, h->addr, h->cookie);
+}
+
+/*
+ * Fence the holder: blocklist its address, wait for the OSD map that
+ * carries it (every OSD then refuses its ops), and break its lock only if
+ * the locker is still the one we fenced.
+ */
+static int fence_and_break(rados_t cluster, rados_ioctx_t io, const char *oid, const char *name,
+			   const struct holder *h, unsigned flags, uint32_t blocklist_s,
+			   char *err, size_t errlen)
+{
+	struct holder now;
+	char addr[sizeof(h->addr)];
+	int rc;
+
+	if (!(flags & TIER_RBD_NO_BLOCKLIST)) {
+		snprintf(addr, sizeof(addr), "%s", h->addr);
+		rc = rados_blocklist_add(cluster, addr, blocklist_s);
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot blocklist the holder %s of %s: %s (the client "
+				 "needs the mon capability 'osd blocklist', which profile rbd "
+				 "grants); its lock is left alone", h->addr, oid, strerror(-rc));
+			return rc;
+		}
+		rc = rados_wait_for_latest_osdmap(cluster);
+		if (rc < 0) {
+			snprintf(err, errlen, "blocklisted %s but cannot get the OSD map: %s",
+				 h->addr, strerror(-rc));
+			return rc;
+		}
+	}
+	rc = read_holder(io, oid, name, &now);
+	if (rc < 0) {
+		snprintf(err, errlen, "reading the locker of %s: %s", oid, strerror(-rc));
+		return rc;
+	}
+	if (rc == 0 || strcmp(now.cookie, h->cookie) || strcmp(now.client, h->client))
+		return 0;    /* released, or another breaker won: look again */
+	rc = rados_break_lock(io, oid, name, h->client, h->cookie);
+	if (rc < 0 && rc != -ENOENT) {
+		snprintf(err, errlen, "breaking the lock of %s on %s: %s", h->client, oid,
+			 strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/*
+ * Describe who holds lock `name`; if it is a dead tierd of this host, fence
+ * it (blocklist, then break: 1); nobody holds it (1); else -EBUSY with the
+ * holder in err and *h filled.
+ */
+static int inspect_holder(rados_t cluster, rados_ioctx_t io, const char *oid, const char *pool,
+			  const char *image, const char *name, struct holder *h,
+			  char *err, size_t errlen)
+{
+	char mine[160];
+	int n;
+
+	n = read_holder(io, oid, name, h);
+	if (n < 0) {
+		snprintf(err, errlen, "lock on %s/%s is busy and its holder cannot be listed: %s",
+			 pool, oid, strerror(-n));
+		return n;
+	}
+	if (n == 0)
+		return 1;     /* released meanwhile: try again */
+	if (cookie_is_stale(h->cookie)) {
+		int rc = fence_and_break(cluster, io, oid, name, h, 0, 0, err, errlen);
+
+		if (rc == 0)
+			return 1;
+		return rc;
+	}
+	make_ident(mine, sizeof(mine));
+	if (strstr(h->cookie, " tierd:") && strcmp(strstr(h->cookie, " tierd:") + 1, mine) == 0)
+		snprintf(err, errlen, "image header %s/%s is already open in this process "
+			 "(two images name RBD image %s)", pool, oid, image);
+	else if (strcmp(name, LOCK_NAME) == 0)
+		snprintf(err, errlen,
+			 "image is in use: header %s/%s is locked by %s at %s (cookie '%s'); "
+			 "one owner per image (rbd lock ls %s/%s; rbd status %s/%s). A tierd "
+			 "that names the image serves it in standby and takes it over on its "
+			 "first request; to take it from a holder that is gone: tierctl acquire "
+			 "IMAGE --force, or by hand: ceph osd blocklist add %s, then "
+			 "rbd lock rm %s/%s '%s' %s",
+			 pool, oid, h->client, h->addr, h->cookie, pool, image, pool, image,
+			 h->addr, pool, image, h->cookie, h->client);
+	else
+		snprintf(err, errlen,
+			 "image is in use: header %s/%s is locked by %s at %s (cookie %s, an "
+			 "older tierd's lock '%s'); one tierd per image. If that process is gone, "
+			 "run: ceph osd blocklist add %s, then rados -p %s lock break %s %s %s "
+			 "--lock-cookie %s",
+			 pool, oid, h->client, h->addr, h->cookie, name, h->addr, pool, oid, name,
+			 h->client, h->cookie);
+	return -EBUSY;
+}
+
+static void make_cookie(struct tier_rbd_image *img)
+{
+	char ident[160];
 
 	make_ident(ident, sizeof(ident));
 	snprintf(img->cookie, sizeof(img->cookie), "auto %" PRIu64 " %s",
 		 img->watch->handle, ident);
+}
+
+static int lock_once(struct tier_rbd_image *img)
+{
+	char desc[200];
+	int rc;
+
 	snprintf(desc, sizeof(desc), "tierd serving this image (pid %ld)", (long)getpid());
+	rc = rados_lock_exclusive(img->watch->io, img->watch->oid, LOCK_NAME, img->cookie, desc,
+				  NULL, 0);
+	return rc == -EEXIST ? 0 : rc;   /* -EEXIST: ours already, with this cookie */
+}
+
+static void set_owned(struct tier_rbd_image *img, bool owned)
+{
+	img->owned = owned;
+	atomic_store(&img->watch->owner, owned);
+	if (owned)
+		img->holder[0] = '\0';
+}
+
+static int take_lock(rados_t cluster, rados_ioctx_t io, const char *oid, const char *pool,
+		     const char *image, struct tier_rbd_image *img, unsigned flags,
+		     char *err, size_t errlen)
+{
+	struct holder h;
+	int rc = -EBUSY;
+
+	make_cookie(img);
 	for (int attempt = 0; attempt < 3; attempt++) {
+		char desc[200];
+
+		snprintf(desc, sizeof(desc), "tierd serving this image (pid %ld)", (long)getpid());
 		rc = rados_lock_exclusive(io, oid, LOCK_NAME, img->cookie, desc, NULL, 0);
 		if (rc == 0)
 			break;
@@ -288,7 +435,12 @@ static int take_lock(rados_ioctx_t io, const char *oid, const char *pool, const 
 			snprintf(err, errlen, "cannot lock %s/%s: %s", pool, oid, strerror(-rc));
 			return rc;
 		}
-		rc = inspect_holder(io, oid, pool, image, LOCK_NAME, err, errlen);
+		rc = inspect_holder(cluster, io, oid, pool, image, LOCK_NAME, &h, err, errlen);
+		if (rc == -EBUSY && (flags & TIER_RBD_STANDBY) && !strstr(err, "in this process")) {
+			describe_holder(&h, img->holder, sizeof(img->holder));
+			err[0] = '\0';
+			return 1;     /* standby */
+		}
 		if (rc < 0)
 			return rc;
 		rc = -EBUSY;
@@ -296,7 +448,7 @@ static int take_lock(rados_ioctx_t io, const char *oid, const char *pool, const 
 	if (rc < 0)
 		return rc;
 	/* an older tierd (lock "tierd") may serve it still */
-	rc = inspect_holder(io, oid, pool, image, LEGACY_LOCK_NAME, err, errlen);
+	rc = inspect_holder(cluster, io, oid, pool, image, LEGACY_LOCK_NAME, &h, err, errlen);
 	if (rc < 0) {
 		rados_unlock(io, oid, LOCK_NAME, img->cookie);
 		return rc;
@@ -517,6 +669,12 @@ static int resolve(rados_ioctx_t io, const char *pool, const char *image,
 int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 		  struct tier_rbd_image *out, char *err, size_t errlen)
 {
+	return tier_rbd_open2(r, pool, image, 0, out, err, errlen);
+}
+
+int tier_rbd_open2(struct tier_rados *r, const char *pool, const char *image, unsigned flags,
+		   struct tier_rbd_image *out, char *err, size_t errlen)
+{
 	struct tier_rbd_image img;
 	struct tier_rbd_watch *w = NULL;
 	rados_ioctx_t io = NULL;
@@ -550,6 +708,7 @@ int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 		goto out;
 	}
 	w->io = io;
+	w->cluster = tier__rados_cluster(r);
 	snprintf(w->oid, sizeof(w->oid), "%s", hdr);
 	rc = watch_header(io, hdr, w);
 	if (rc < 0) {
@@ -560,9 +719,10 @@ int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 	}
 	img.watch = w;
 	img.client_id = rados_get_instance_id(tier__rados_cluster(r));
-	rc = take_lock(io, hdr, pool, image, &img, err, errlen);
+	rc = take_lock(w->cluster, io, hdr, pool, image, &img, flags, err, errlen);
 	if (rc < 0)
 		goto out;
+	set_owned(&img, rc == 0);
 	*out = img;
 	return 0;
 out:
@@ -591,10 +751,213 @@ void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_imag
 		rados_aio_release(w->pending);
 		w->pending = NULL;
 	}
-	rados_unlock(w->io, w->oid, LOCK_NAME, img->cookie);
+	if (img->owned)
+		rados_unlock(w->io, w->oid, LOCK_NAME, img->cookie);
 	rados_unwatch2(w->io, w->handle);
 	rados_watch_flush(tier__rados_cluster(r));
 	rados_ioctx_destroy(w->io);
 	free(w);
 	img->watch = NULL;
+}
+
+/* ---- handoff and takeover (blocking: a worker thread's) ---- */
+
+void tier_rbd_set_events(struct tier_rbd_image *img, bool handoff,
+			 void (*event)(void *arg, int ev), void *arg)
+{
+	if (!img || !img->watch)
+		return;
+	img->watch->event = event;
+	img->watch->event_arg = arg;
+	atomic_store(&img->watch->handoff, handoff);
+}
+
+int tier_rbd_take_request(struct tier_rbd_image *img)
+{
+	return img && img->watch && atomic_exchange(&img->watch->requests, 0) > 0;
+}
+
+int tier_rbd_take_watch_error(struct tier_rbd_image *img)
+{
+	return img && img->watch ? atomic_exchange(&img->watch->werr, 0) : 0;
+}
+
+int tier_rbd_watch_age_ms(struct tier_rbd_image *img)
+{
+	if (!img || !img->watch)
+		return -EINVAL;
+	return rados_watch_check(img->watch->io, img->watch->handle);
+}
+
+int tier_rbd_rewatch(struct tier_rbd_image *img)
+{
+	struct tier_rbd_watch *w = img ? img->watch : NULL;
+	uint64_t h;
+	int rc;
+
+	if (!w)
+		return -EINVAL;
+	rados_unwatch2(w->io, w->handle);
+	atomic_store(&w->lost, 0);
+	rc = rados_watch2(w->io, w->oid, &h, watch_cb, watch_err_cb, w);
+	if (rc < 0)
+		return rc;
+	/* the lock keeps the first handle in its cookie: rbd status shows the new one */
+	w->handle = h;
+	return 0;
+}
+
+int tier_rbd_check_lock(struct tier_rbd_image *img, char *err, size_t errlen)
+{
+	struct holder h;
+	int rc;
+
+	if (!img || !img->watch)
+		return -EINVAL;
+	rc = read_holder(img->watch->io, img->watch->oid, LOCK_NAME, &h);
+	if (rc < 0) {
+		snprintf(err, errlen, "reading the locker of %s: %s", img->watch->oid,
+			 strerror(-rc));
+		return rc;
+	}
+	if (rc == 1 && !strcmp(h.cookie, img->cookie) &&
+	    h.gid == rados_get_instance_id(img->watch->cluster))
+		return 1;
+	if (rc == 1)
+		describe_holder(&h, img->holder, sizeof(img->holder));
+	snprintf(err, errlen, "the lock on %s is %s%s", img->watch->oid, rc ? "held by " : "free",
+		 rc ? img->holder : "");
+	return 0;
+}
+
+int tier_rbd_release(struct tier_rbd_image *img)
+{
+	int rc;
+
+	if (!img || !img->watch)
+		return -EINVAL;
+	if (!img->owned)
+		return 0;
+	set_owned(img, false);
+	rc = rados_unlock(img->watch->io, img->watch->oid, LOCK_NAME, img->cookie);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+enum ask { ASK_RELEASING, ASK_NEVER, ASK_SILENT, ASK_GONE };
+
+/* Ask the holder (gid) to release: what its watch answered, if it has one. */
+static enum ask ask_holder(struct tier_rbd_watch *w, uint64_t gid, uint32_t notify_ms)
+{
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t n_acks = 0, n_tos = 0, len = 0;
+	char *reply = NULL;
+	enum ask a = ASK_GONE;
+
+	rados_notify2(w->io, w->oid, REQ_PAYLOAD, (int)strlen(REQ_PAYLOAD), notify_ms, &reply,
+		      &len);
+	if (!reply)
+		return ASK_SILENT;    /* no answer at all: not proof that it is gone */
+	if (rados_decode_notify_response(reply, len, &acks, &n_acks, &tos, &n_tos) < 0) {
+		rados_buffer_free(reply);
+		return ASK_SILENT;
+	}
+	for (size_t i = 0; i < n_acks; i++) {
+		if (acks[i].notifier_id != gid)
+			continue;
+		if (acks[i].payload_len == strlen(ANS_NEVER) &&
+		    !memcmp(acks[i].payload, ANS_NEVER, acks[i].payload_len))
+			a = ASK_NEVER;
+		else if (acks[i].payload_len == strlen(ANS_RELEASING) &&
+			 !memcmp(acks[i].payload, ANS_RELEASING, acks[i].payload_len))
+			a = ASK_RELEASING;
+		else if (a == ASK_GONE)
+			a = ASK_SILENT;   /* a watcher of that client, not a tierd owner */
+	}
+	for (size_t i = 0; i < n_tos; i++)
+		if (tos[i].notifier_id == gid && a == ASK_GONE)
+			a = ASK_SILENT;    /* its watch is there, it does not answer (hung?) */
+	rados_free_notify_response(acks, n_acks, tos);
+	rados_buffer_free(reply);
+	return a;
+}
+
+#define RELEASE_WAIT_MS 10000   /* a holder that said "releasing" gets this long */
+
+int tier_rbd_acquire(struct tier_rados *r, struct tier_rbd_image *img, unsigned flags,
+		     uint32_t notify_ms, uint32_t blocklist_s, char *err, size_t errlen)
+{
+	struct tier_rbd_watch *w = img ? img->watch : NULL;
+	struct holder h;
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!r || !w)
+		return -EINVAL;
+	if (img->owned)
+		return 0;
+	for (int round = 0; round < 4; round++) {
+		bool fence = (flags & TIER_RBD_FORCE) != 0;
+
+		rc = lock_once(img);
+		if (rc == 0) {
+			set_owned(img, true);
+			return 0;
+		}
+		if (rc != -EBUSY) {
+			snprintf(err, errlen, "cannot lock %s: %s", w->oid, strerror(-rc));
+			return rc;
+		}
+		rc = read_holder(w->io, w->oid, LOCK_NAME, &h);
+		if (rc < 0) {
+			snprintf(err, errlen, "reading the locker of %s: %s", w->oid, strerror(-rc));
+			return rc;
+		}
+		if (rc == 0)
+			continue;       /* let go meanwhile */
+		describe_holder(&h, img->holder, sizeof(img->holder));
+		if (cookie_is_stale(h.cookie))
+			fence = true;   /* a tierd of this host that no longer runs */
+		if (!fence) {
+			enum ask a = ask_holder(w, h.gid, notify_ms);
+
+			if (a == ASK_NEVER) {
+				snprintf(err, errlen, "%s holds %s and does not hand it over "
+					 "(lock_handoff = never there)", img->holder, w->oid);
+				return -EPERM;
+			}
+			if (a == ASK_SILENT) {
+				snprintf(err, errlen, "%s holds %s and does not answer; its watch "
+					 "is still there (it takes over once the watch times out, "
+					 "osd_client_watch_timeout)", img->holder, w->oid);
+				return -EAGAIN;
+			}
+			if (a == ASK_RELEASING) {
+				for (int t = 0; t < RELEASE_WAIT_MS / 20; t++) {
+					rc = lock_once(img);
+					if (rc == 0) {
+						set_owned(img, true);
+						return 0;
+					}
+					if (rc != -EBUSY) {
+						snprintf(err, errlen, "cannot lock %s: %s", w->oid,
+							 strerror(-rc));
+						return rc;
+					}
+					usleep(20000);
+				}
+				snprintf(err, errlen, "%s said it releases %s but still holds it "
+					 "after %d ms", img->holder, w->oid, RELEASE_WAIT_MS);
+				return -EAGAIN;
+			}
+			/* ASK_GONE: the holder has no watch on the header: dead, or cut off */
+		}
+		rc = fence_and_break(w->cluster, w->io, w->oid, LOCK_NAME, &h, flags, blocklist_s,
+				     err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	snprintf(err, errlen, "the lock on %s changed hands too often; try again", w->oid);
+	return -EAGAIN;
 }

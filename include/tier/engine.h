@@ -103,6 +103,7 @@ struct tier_image_opts {
 	const char *object_prefix;  /* object names are "<prefix>.%016llx" */
 	uint64_t size;              /* bytes */
 	bool read_only;
+	bool standby;               /* another daemon owns it: open parked (no rebuild) */
 };
 /*
  * Open an image; starts the rebuild of its cached objects from the cache
@@ -115,6 +116,29 @@ int tier_image_open(struct tier_engine *e, const struct tier_image_opts *o,
 int tier_image_ready(const struct tier_image *img);
 /* @pre no request in flight on it. NULL ok. */
 void tier_image_close(struct tier_image *img);
+/*
+ * Handing an image to another daemon (docs/DURABILITY.md "Handoff, takeover
+ * and fencing").  tier_image_park: the image stops: its map entries go (now,
+ * or when the job on them ends), the agent leaves it, and requests submitted
+ * from now on wait (as while it loads) until tier_image_load.  The requests
+ * already waiting fail with `pending_err` (0 keeps them waiting).  Pieces,
+ * promotions, fills, flushes and evictions in flight finish: the image is
+ * parked once tier_image_parked() says so, and only then may another daemon
+ * write its objects.  tier_image_load: rebuild the map from the cache pool
+ * and serve what waits.  An image opened with `standby` starts parked.
+ * tier_image_fail_pending fails the requests waiting on a parked image.
+ * -EINVAL (closed image; load: not parked or still draining).
+ */
+int tier_image_park(struct tier_image *img, int pending_err);
+/* 1 parked and drained (nothing in flight on it), 0 draining or serving. */
+int tier_image_parked(const struct tier_image *img);
+int tier_image_load(struct tier_image *img);
+size_t tier_image_waiting(const struct tier_image *img);
+void tier_image_fail_pending(struct tier_image *img, int err);
+/* Fenced: parked for good; what waits and every later request fail with err. */
+int tier_image_stop(struct tier_image *img, int err);
+/* Parked (standby, handed off or fenced): not serving from this daemon. */
+bool tier_image_is_parked(const struct tier_image *img);
 struct tier_image *tier_engine_find_image(struct tier_engine *e, const char *name);
 /* Fill up to max images (open order); returns how many are open. */
 size_t tier_engine_images(struct tier_engine *e, struct tier_image **arr, size_t max);

@@ -47,6 +47,8 @@ struct tier_rbd_image {
 	char cookie[200];          /* "auto <watch handle> tierd:<host>:<boot>:<pid>" */
 	uint64_t client_id;        /* the lock holder and watcher: client.<client_id> */
 	struct tier_rbd_watch *watch;
+	bool owned;                /* the lock is ours (tier_rbd_open2 may leave it to another) */
+	char holder[320];          /* not owned: who holds it, for logs and `tierctl images` */
 };
 /*
  * Resolve image in pool, watch its header (rados_watch2, so `rbd status`
@@ -66,6 +68,52 @@ int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
  * the next call).
  */
 int tier_rbd_keep_watch(struct tier_rbd_image *img);
+/*
+ * Handoff and takeover (docs/DURABILITY.md "Handoff, takeover and fencing").
+ * tier_rbd_open2 with TIER_RBD_STANDBY: an image whose lock a live holder
+ * keeps opens all the same, watched but not owned (img->owned false,
+ * img->holder names it).  The rest block (a worker thread's, or start-up).
+ *
+ * tier_rbd_acquire asks the holder to hand the image over (a notify on the
+ * header that a tierd owner answers "releasing" or "never"), and takes the
+ * lock once it is free.  A holder whose watch is gone (dead, or hung past
+ * osd_client_watch_timeout), a dead tierd of this host, or any holder with
+ * TIER_RBD_FORCE, is fenced first: its address blocklisted for
+ * `blocklist_s`, the OSD map that carries it awaited, the locker read again
+ * (another breaker may have won), and only then its lock broken.  Never a
+ * break without the blocklist, but with TIER_RBD_NO_BLOCKLIST (tests' negative
+ * control only).  0: owned; -EAGAIN: the holder lives and has not let go yet
+ * (asked, or its watch still there): ask again later; -EPERM: its
+ * lock_handoff is never; other -errno with err set.
+ */
+#define TIER_RBD_STANDBY      1u
+#define TIER_RBD_FORCE        2u
+#define TIER_RBD_NO_BLOCKLIST 4u
+int tier_rbd_open2(struct tier_rados *r, const char *pool, const char *image, unsigned flags,
+		   struct tier_rbd_image *out, char *err, size_t errlen);
+int tier_rbd_acquire(struct tier_rados *r, struct tier_rbd_image *img, unsigned flags,
+		     uint32_t notify_ms, uint32_t blocklist_s, char *err, size_t errlen);
+/* Unlock (the owner's handoff); the watch stays.  0 or -errno. */
+int tier_rbd_release(struct tier_rbd_image *img);
+/* 1 the lock is ours, 0 another's or nobody's, -errno (-ESHUTDOWN: blocklisted). */
+int tier_rbd_check_lock(struct tier_rbd_image *img, char *err, size_t errlen);
+/* Watch the header again after a watch error (blocking).  0 or -errno. */
+int tier_rbd_rewatch(struct tier_rbd_image *img);
+/*
+ * The owner's side, from the watch's own thread: `event` runs there (any
+ * thread: record and wake, nothing else) on a release request
+ * (TIER_RBD_EV_REQUEST) and on a watch error (TIER_RBD_EV_WATCH_ERR).
+ * `handoff` false answers requests "never" (lock_handoff = never).
+ */
+enum { TIER_RBD_EV_REQUEST = 1, TIER_RBD_EV_WATCH_ERR = 2 };
+void tier_rbd_set_events(struct tier_rbd_image *img, bool handoff,
+			 void (*event)(void *arg, int ev), void *arg);
+/* 1 once per release request since the last call (the owner's), else 0. */
+int tier_rbd_take_request(struct tier_rbd_image *img);
+/* The error of a watch error since the last call (0: none). */
+int tier_rbd_take_watch_error(struct tier_rbd_image *img);
+/* Milliseconds since the OSD last confirmed the watch, or -errno. */
+int tier_rbd_watch_age_ms(struct tier_rbd_image *img);
 /* Release the lock and the watch taken by tier_rbd_open. */
 void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_image *img);
 

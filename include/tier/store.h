@@ -213,6 +213,44 @@ int tier_store_create(const struct tier_store_ops *ops, void *be,
 void tier_store_destroy(struct tier_store *st);
 
 /*
+ * Ownership gates (docs/DURABILITY.md "Handoff, takeover and fencing"): the
+ * objects whose names start with "<prefix>." belong to one image, and the
+ * daemon that serves it may lose it.  A gate says what happens to the ops on
+ * them:
+ *  - OPEN: they go to the backend.
+ *  - HOLD: they wait in the store, in order, until the gate opens (they go
+ *    then) or is fenced.  Set while the daemon checks that it still holds
+ *    the image's lock (after a watch error): nothing reaches the pool before
+ *    the answer.
+ *  - FENCED: they fail with -ESHUTDOWN without reaching the backend, and so
+ *    do the held ones; a fenced gate never opens again.
+ * tier_store_gate_add returns the gate's id (>= 0) or -ENOSPC (at most
+ * TIER_STORE_GATES) / -EINVAL; the prefix is copied.  An empty prefix gates
+ * every object of the store.  Owner thread, except tier_store_gate_hold,
+ * which any thread may call (a watch error callback): it only ever closes.
+ */
+#define TIER_STORE_GATES 64
+enum tier_store_gate { TIER_STORE_GATE_OPEN, TIER_STORE_GATE_HOLD, TIER_STORE_GATE_FENCED };
+int tier_store_gate_add(struct tier_store *st, const char *prefix);
+void tier_store_gate_set(struct tier_store *st, int gate, enum tier_store_gate g);
+void tier_store_gate_hold(struct tier_store *st, int gate);
+enum tier_store_gate tier_store_gate_get(const struct tier_store *st, int gate);
+/*
+ * A lease on an OPEN gate: an op submitted at or after until_ns (the
+ * monotonic clock, tier_now_ns) closes the gate to HOLD and waits, until the
+ * owner, who renews the lease while the OSDs confirm its watch, checks that
+ * the image is still its own.  A daemon that was stopped (SIGSTOP, a VM
+ * paused) longer than the lease writes nothing before that check, even
+ * after its blocklist expired.  0 removes the lease.  Owner thread.
+ */
+void tier_store_gate_lease(struct tier_store *st, int gate, uint64_t until_ns);
+uint64_t tier_now_ns(void);
+/* Ops failed by a fenced gate, and ops the backend failed with -ESHUTDOWN
+ * (librados' -EBLOCKLISTED: this client was fenced by another). */
+uint64_t tier_store_fenced_ops(const struct tier_store *st);
+bool tier_store_blocklisted(const struct tier_store *st);
+
+/*
  * Submit an op.  Returns 0: the callback will run (from tier_cq_drain), also
  * for errors found later.  Returns -EINVAL (bad op: no cb, empty/too long oid,
  * len 0 for READ/WRITE/ZERO, meta_len > TIER_META_MAX, F_META without meta

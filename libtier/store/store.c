@@ -7,7 +7,9 @@
  * thread: completions always travel through the store's tier_cq.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,6 +31,19 @@ struct tier_store {
 	int stopped;               /* crash model tripped */
 	uint64_t rng;
 	bool volatile_acks;        /* acked effects need a sync to survive a power cut */
+	/* ownership gates: prefixes fixed once added, states any thread may close */
+	struct store_gate {
+		char prefix[TIER_OID_MAX];
+		size_t len;
+		atomic_int state;          /* enum tier_store_gate */
+		uint64_t lease_ns;         /* OPEN until then (tier__now_ns), 0: no lease */
+		struct tier_store_op *held_head, *held_tail;
+	} gates[TIER_STORE_GATES];
+	unsigned n_gates;
+	unsigned n_leased;              /* gates with a lease: looked at on every op */
+	atomic_uint gates_closed;       /* gates not OPEN: 0 skips the look */
+	uint64_t fenced_ops;
+	atomic_bool blocklisted;        /* the backend answered -ESHUTDOWN */
 };
 
 uint64_t tier__now_ns(void)
@@ -37,6 +52,11 @@ uint64_t tier__now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tier_now_ns(void)
+{
+	return tier__now_ns();
 }
 
 uint64_t tier__realtime_ns(void)
@@ -283,26 +303,141 @@ static void op_take(struct tier_store *st, struct tier_store_op *op)
 	st->in_flight++;
 }
 
-int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
+/* ---- ownership gates ---- */
+
+static void store_dispatch(struct tier_store *st, struct tier_store_op *op);
+
+/* The closed gate op must wait at or fail by; an OPEN gate whose lease ran out closes. */
+static struct store_gate *gate_of(struct tier_store *st, const struct tier_store_op *op)
+{
+	const char *name = op->opcode == TIER_STORE_LIST || op->opcode == TIER_STORE_SCAN ?
+			   op->prefix : op->oid;
+
+	for (unsigned i = 0; i < st->n_gates; i++) {
+		struct store_gate *g = &st->gates[i];
+
+		if (g->len && (strncmp(name, g->prefix, g->len) ||
+			       (name[g->len] != '.' && name[g->len] != '\0')))
+			continue;
+		if (atomic_load(&g->state) == TIER_STORE_GATE_OPEN) {
+			if (!g->lease_ns || op->t_submit_ns < g->lease_ns)
+				continue;
+			tier_store_gate_hold(st, (int)i);   /* the owner renews it, or checks */
+		}
+		return g;
+	}
+	return NULL;
+}
+
+void tier_store_gate_lease(struct tier_store *st, int gate, uint64_t until_ns)
+{
+	struct store_gate *g;
+
+	if (!st || gate < 0 || (unsigned)gate >= st->n_gates)
+		return;
+	g = &st->gates[gate];
+	if (!g->lease_ns && until_ns)
+		st->n_leased++;
+	else if (g->lease_ns && !until_ns)
+		st->n_leased--;
+	g->lease_ns = until_ns;
+}
+
+static void gate_fail(struct tier_store *st, struct tier_store_op *op)
+{
+	st->fenced_ops++;
+	op->result = -ESHUTDOWN;
+	tier__cq_push(st->cq, op);
+}
+
+int tier_store_gate_add(struct tier_store *st, const char *prefix)
+{
+	struct store_gate *g;
+
+	if (!st || !prefix || strlen(prefix) >= TIER_OID_MAX)
+		return -EINVAL;
+	if (st->n_gates == TIER_STORE_GATES)
+		return -ENOSPC;
+	g = &st->gates[st->n_gates];
+	snprintf(g->prefix, sizeof(g->prefix), "%s", prefix);
+	g->len = strlen(prefix);
+	atomic_store(&g->state, TIER_STORE_GATE_OPEN);
+	g->held_head = g->held_tail = NULL;
+	return (int)st->n_gates++;
+}
+
+void tier_store_gate_hold(struct tier_store *st, int gate)
+{
+	int want = TIER_STORE_GATE_OPEN;
+
+	if (!st || gate < 0 || (unsigned)gate >= st->n_gates)
+		return;
+	if (atomic_compare_exchange_strong(&st->gates[gate].state, &want, TIER_STORE_GATE_HOLD))
+		atomic_fetch_add(&st->gates_closed, 1);
+}
+
+enum tier_store_gate tier_store_gate_get(const struct tier_store *st, int gate)
+{
+	if (!st || gate < 0 || (unsigned)gate >= st->n_gates)
+		return TIER_STORE_GATE_OPEN;
+	return (enum tier_store_gate)atomic_load(&((struct tier_store *)st)->gates[gate].state);
+}
+
+void tier_store_gate_set(struct tier_store *st, int gate, enum tier_store_gate want)
+{
+	struct store_gate *g;
+	struct tier_store_op *op;
+	int was;
+
+	if (!st || gate < 0 || (unsigned)gate >= st->n_gates)
+		return;
+	if (want == TIER_STORE_GATE_HOLD) {
+		tier_store_gate_hold(st, gate);
+		return;
+	}
+	g = &st->gates[gate];
+	/* a hold from another thread between the load and the swap retries: never lost */
+	do {
+		was = atomic_load(&g->state);
+		if (was == TIER_STORE_GATE_FENCED || was == (int)want)
+			return;
+	} while (!atomic_compare_exchange_weak(&g->state, &was, (int)want));
+	if (want == TIER_STORE_GATE_OPEN)
+		atomic_fetch_sub(&st->gates_closed, 1);
+	else if (was == TIER_STORE_GATE_OPEN)
+		atomic_fetch_add(&st->gates_closed, 1);
+	while ((op = g->held_head)) {
+		g->held_head = op->q_next;
+		op->q_next = NULL;
+		if (want == TIER_STORE_GATE_FENCED)
+			gate_fail(st, op);
+		else
+			store_dispatch(st, op);
+	}
+	g->held_tail = NULL;
+}
+
+uint64_t tier_store_fenced_ops(const struct tier_store *st)
+{
+	return st ? st->fenced_ops : 0;
+}
+
+bool tier_store_blocklisted(const struct tier_store *st)
+{
+	return st && atomic_load(&((struct tier_store *)st)->blocklisted);
+}
+
+/* Past the gates: fault injection, then the backend. */
+static void store_dispatch(struct tier_store *st, struct tier_store_op *op)
 {
 	int (*fn)(void *, struct tier_store_op *) = NULL;
 	int rc;
-
-	if (!st || !op || !op_valid(op))
-		return -EINVAL;
-	op_take(st, op);
-	st->stats.ops[op->opcode]++;
-	if (op->flags & TIER_STORE_F_FUA)
-		st->stats.fua_ops[op->opcode]++;
-	if (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_WRITE ||
-	    op->opcode == TIER_STORE_ZERO)
-		st->stats.bytes[op->opcode] += op->len;
 
 	rc = fault_check(st, op);
 	if (rc < 0) {
 		st->stats.faults_injected++;
 		tier__store_complete(op, rc);
-		return 0;
+		return;
 	}
 	switch (op->opcode) {
 	case TIER_STORE_READ:    fn = st->ops->read; break;
@@ -320,11 +455,41 @@ int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
 	}
 	if (!fn) {
 		tier__store_complete(op, -ENOTSUP);
-		return 0;
+		return;
 	}
 	rc = fn(st->be, op);
 	if (rc < 0)
 		tier__store_complete(op, rc);
+}
+
+int tier_store_submit(struct tier_store *st, struct tier_store_op *op)
+{
+	if (!st || !op || !op_valid(op))
+		return -EINVAL;
+	op_take(st, op);
+	st->stats.ops[op->opcode]++;
+	if (op->flags & TIER_STORE_F_FUA)
+		st->stats.fua_ops[op->opcode]++;
+	if (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_WRITE ||
+	    op->opcode == TIER_STORE_ZERO)
+		st->stats.bytes[op->opcode] += op->len;
+	if (atomic_load(&st->gates_closed) || st->n_leased) {
+		struct store_gate *g = gate_of(st, op);
+
+		if (g && atomic_load(&g->state) == TIER_STORE_GATE_FENCED) {
+			gate_fail(st, op);
+			return 0;
+		}
+		if (g) {            /* HOLD: counted in flight, submitted when it opens */
+			if (g->held_tail)
+				g->held_tail->q_next = op;
+			else
+				g->held_head = op;
+			g->held_tail = op;
+			return 0;
+		}
+	}
+	store_dispatch(st, op);
 	return 0;
 }
 
@@ -339,6 +504,8 @@ int tier_store_fail(struct tier_store *st, struct tier_store_op *op, int err)
 
 void tier__store_complete(struct tier_store_op *op, int result)
 {
+	if (result == -ESHUTDOWN)   /* librados' EBLOCKLISTED: fenced by another client */
+		atomic_store(&op->store->blocklisted, true);
 	op->result = result;
 	tier__cq_push(op->store->cq, op);
 }
