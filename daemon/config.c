@@ -1094,7 +1094,17 @@ static void key_text(const struct tierd_config *c, const struct kdesc *d, char *
 			number_text(d, u, def, dlen);
 		number_range(d, allowed, alen);
 		return;
-	default:
+	case T_HANDOFF:
+		snprintf(def, dlen, "%s", handoff_names[*(const int *)f]);
+		names_join(handoff_names, allowed, alen);
+		return;
+	case T_PROFILE:   /* [local] overrides only: above */
+		return;
+	case T_STR:
+	case T_STR_OPT:
+	case T_SOCK:
+	case T_ADDR_OPT:
+	case T_CLIENT:
 		s = *(char *const *)f;
 		snprintf(def, dlen, "%s", s ? s : "");
 		snprintf(allowed, alen, "%s",
@@ -1104,6 +1114,7 @@ static void key_text(const struct tierd_config *c, const struct kdesc *d, char *
 			 d->t == T_STR_OPT ? "a string; empty = unset" : "a non-empty string");
 		return;
 	}
+	/* no default: a new type warns (-Wswitch) until it is given its text here */
 }
 
 /* [tier]: tier_preset, then the parameter table's keys.  false past its end. */

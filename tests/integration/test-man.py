@@ -10,7 +10,8 @@ than the generator reads it:
   has no key the tables lack;
 - every key deploy/tierd.conf.example sets or shows commented out is there;
 - every option of `tierd --help` is in tierd(8), every option and command
-  of `tierctl --help` in tierctl(8).
+  of `tierctl --help` and every command of the admin socket's table
+  (daemon/admin-cmd.c) in tierctl(8).
 It checks that it can fail: the same comparison on a copy of the page
 without its first key entry must report that key.
 """
@@ -156,6 +157,19 @@ def main():
                     if w and not re.search(r"\.B[IR]? \"?%s\b" % re.escape(w), pages[page]) \
                             and not re.search(r"\b%s\b" % re.escape(w), pages[page]):
                         errs.append("tierctl %s: in --help, missing from tierctl(8)" % w)
+
+    # every command of the admin socket's table (daemon/admin-cmd.c) has an
+    # entry in tierctl(8)
+    with open(src + "/daemon/admin-cmd.c") as f:
+        cmds = re.findall(r'^\s*\{"([a-z_]+)", (?:NULL|"([a-z_]+)"), cmd_', f.read(), re.M)
+    if len(cmds) < 10:
+        fail("only %d commands found in daemon/admin-cmd.c: the pattern is stale" % len(cmds))
+    text8 = pages[tierctl8].replace("\\-", "-").replace("\\fB", "").replace("\\fR", "")
+    for name, sub in cmds:
+        words = name + (" " + sub if sub else "")
+        if not re.search(r'^\.B[IR]? "?%s\b' % re.escape(words), text8, re.M) and \
+                not re.search(r"\b%s\b" % re.escape(name), text8):
+            errs.append("admin command '%s': missing from tierctl(8)" % words)
 
     if errs:
         fail("\n  " + "\n  ".join(errs))

@@ -6,9 +6,10 @@
 # dashboard is JSON whose panels each have queries, PromQL that promtool
 # accepts (as recording rules); every tierd_* metric the
 # rules or the dashboard name is in a live scrape of a real tierd's
-# /metrics, except tierd_image_owned and tierd_image_fenced (issue 30's
-# failover gauges) while tierd does not export them yet.  The name check
-# is shown to catch a name the scrape lacks.
+# /metrics, except tierd_image_owned and tierd_image_fenced, which only a
+# tierd with RBD images (backend = rados) exports: they must be in
+# daemon/prometheus.c.  The name check is shown to catch a name the scrape
+# lacks.
 . "$(dirname "$0")/lib.sh"
 MON=$(cd "$(dirname "$0")/../../deploy/monitoring" && pwd)
 RULES=$MON/tierd-alerts.yml
@@ -40,15 +41,19 @@ PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 write_config
 sed -i "s|^\[global\]$|[global]\nprometheus = 127.0.0.1:$PORT|" "$CONF"
 start_tierd
-/usr/bin/python3 - "$PORT" "$RULES" "$DASH" <<'PY' || fail "metric names (above)"
+PROM_C=$(cd "$(dirname "$0")/../.." && pwd)/daemon/prometheus.c
+/usr/bin/python3 - "$PORT" "$RULES" "$DASH" "$PROM_C" <<'PY' || fail "metric names (above)"
 import json, re, sys, urllib.request
 
-port, rules, dash = sys.argv[1:]
+port, rules, dash, prom_c = sys.argv[1:]
 scrape = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).read().decode()
 exported = {re.split(r"[{ ]", l, 1)[0] for l in scrape.splitlines() if l and not l.startswith("#")}
 assert len(exported) > 40, "a scrape of %d names: not tierd's /metrics" % len(exported)
-# issue 30's failover gauges: the rules and the dashboard name them ahead
+# the ownership gauges: only for RBD images, so from the source
 ahead = {"tierd_image_owned", "tierd_image_fenced"}
+src = open(prom_c).read()
+for n in ahead:
+    assert '"%s"' % n in src, "%s is not in daemon/prometheus.c" % n
 
 def unknown(names):
     return sorted(n for n in names if n not in exported and n not in ahead)
@@ -72,7 +77,8 @@ if bad:
     sys.exit("named in deploy/monitoring, not in tierd's /metrics: " + ", ".join(bad))
 print("monitoring: %d metric names in the rules, %d in %d dashboard panels, all exported%s" % (
     len(rule_names), len(dash_names), len(d["panels"]),
-    "" if ahead <= exported else " (but %s: issue 30)" % ", ".join(sorted(ahead - exported))))
+    "" if ahead <= exported else " (%s: in daemon/prometheus.c, rados only)" %
+    ", ".join(sorted(ahead - exported))))
 PY
 stop_tierd
 log "PASS"

@@ -347,7 +347,7 @@ static void test_image_sections(void **state)
 
 	load_fails("[image.bad/name]\nsize = 1G\n", -EINVAL, 1, "bad image name 'bad/name'");
 	load_fails("[image.x]\nsize = 1G\nsize_gb = 1\n", -ENOENT, 3,
-		   "(allowed: size, rbd_image, read_only)");
+		   "(allowed: size, rbd_image, read_only, lock_handoff)");
 }
 
 static void test_cross_checks(void **state)
