@@ -5,10 +5,10 @@
  * A loop that goes to sleep in epoll_wait between two requests of a client
  * at queue depth 1 lets its vCPU halt, and the next request then pays for
  * waking it (25-30 us on the VMs this was measured on, where the guest's
- * own halt-polling is off: docs/BENCHMARKS.md, "Busy-poll").  After each
- * turn the loop checks its epoll set without blocking for up to a learned
- * window before it sleeps.  The window follows the cpuidle haltpoll
- * governor's rule: it grows (from a quarter of the maximum, doubling) when
+ * own halt-polling is off: docs/BENCHMARKS.md, "The data path against
+ * nbdkit").  After each turn the loop checks its epoll set without
+ * blocking for up to a learned window before it sleeps.  The window
+ * follows the cpuidle haltpoll governor's rule: it grows (from a quarter of the maximum, doubling) when
  * the loop slept for less than the maximum and more than the window, and
  * halves when it slept longer than the maximum; so a loop whose events come
  * further apart than the maximum stops spinning within a few turns.  It

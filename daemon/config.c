@@ -989,3 +989,204 @@ out:
 		*out = c;
 	return r;
 }
+
+/* ---- the keys, as text: for the man page (docs/man) and its test ---- */
+
+/*
+ * Keys outside [tier] that a reload applies to the running daemon (main.c
+ * do_reload; docs/OPERATIONS.md "Reload"); every other one waits for a
+ * restart.  [tier] keys: tier_params_is_live.
+ */
+static const char *const reload_live[] = {
+	"global.log_level", "global.max_requests_per_conn", "global.max_bytes_per_conn",
+	"global.handshake_timeout", "image.read_only", NULL,
+};
+
+static bool key_is_live(const char *section, const char *key)
+{
+	char full[64];
+
+	snprintf(full, sizeof(full), "%s.%s", section, key);
+	for (size_t i = 0; reload_live[i]; i++)
+		if (!strcmp(reload_live[i], full))
+			return true;
+	return false;
+}
+
+static void number_text(const struct kdesc *d, uint64_t v, char *out, size_t len)
+{
+	if (d->t == T_BYTES)
+		tier_format_bytes(v, out, len);
+	else if (d->t == T_MS)
+		tier_format_ms(v, out, len);
+	else
+		snprintf(out, len, "%llu", (unsigned long long)v);
+}
+
+/* number_allowed with the bounds in the units the file takes: "1s..1h, units ...". */
+static void number_range(const struct kdesc *d, char *out, size_t len)
+{
+	const char *unit = d->t == T_BYTES ? ", units K/M/G/T" :
+			   d->t == T_MS ? ", units ms/s/m/h, bare = seconds" : "";
+	char lo[32], hi[32];
+
+	number_text(d, d->lo, lo, sizeof(lo));
+	number_text(d, d->hi, hi, sizeof(hi));
+	if (d->hi >= UINT64_MAX - 1)
+		snprintf(out, len, "%s or more%s", lo, unit);
+	else
+		snprintf(out, len, "%s..%s%s", lo, hi, unit);
+}
+
+/* Default and allowed values of a key of the kdesc tables, as the file spells them. */
+static void key_text(const struct tierd_config *c, const struct kdesc *d, char *def, size_t dlen,
+		     char *allowed, size_t alen)
+{
+	static const struct tierd_image_cfg no_image;
+	const void *base = d->base == B_IMG ? (const void *)&no_image : (const void *)c;
+	const void *f = (const char *)base + d->off;
+	const char *s;
+	uint64_t u;
+
+	def[0] = allowed[0] = '\0';
+	if (d->base == B_BASE_OVR || d->base == B_CACHE_OVR) {
+		if (d->t == T_PROFILE) {
+			snprintf(def, dlen, "%s", d->base == B_BASE_OVR ? "hdd" : "ssd");
+			snprintf(allowed, alen, "hdd|hdd-journal|ssd|none");
+		} else {
+			snprintf(def, dlen, "from the profile");
+			number_range(d, allowed, alen);
+		}
+		return;
+	}
+	switch (d->t) {
+	case T_BACKEND:
+		snprintf(def, dlen, "%s", backend_names[c->backend]);
+		names_join(backend_names, allowed, alen);
+		return;
+	case T_LOGLEVEL:
+		snprintf(def, dlen, "%s", level_names[c->log_level]);
+		names_join(level_names, allowed, alen);
+		return;
+	case T_TLS:
+		snprintf(def, dlen, "%s", tls_names[c->tls]);
+		names_join(tls_names, allowed, alen);
+		return;
+	case T_MODE:
+		snprintf(def, dlen, "0%o", (unsigned)*(const uint32_t *)f);
+		snprintf(allowed, alen, "octal 0..0%llo", (unsigned long long)d->hi);
+		return;
+	case T_LISTEN:
+		snprintf(def, dlen, "%s", c->n_listen ? c->listen[0] : "");
+		snprintf(allowed, alen, "unix:/PATH, HOST:PORT, [IPV6]:PORT; repeated or "
+			 "comma-separated for more than one");
+		return;
+	case T_BOOL:
+		snprintf(def, dlen, "%s", *(const bool *)f ? "true" : "false");
+		snprintf(allowed, alen, "true|false|yes|no|on|off|1|0");
+		return;
+	case T_U32:
+	case T_U64:
+	case T_BYTES:
+	case T_MS:
+		u = d->t == T_U32 ? *(const uint32_t *)f : *(const uint64_t *)f;
+		if (u || d->base != B_IMG)   /* an image's size has none */
+			number_text(d, u, def, dlen);
+		number_range(d, allowed, alen);
+		return;
+	case T_HANDOFF:
+		snprintf(def, dlen, "%s", handoff_names[*(const int *)f]);
+		names_join(handoff_names, allowed, alen);
+		return;
+	case T_PROFILE:   /* [local] overrides only: above */
+		return;
+	case T_STR:
+	case T_STR_OPT:
+	case T_SOCK:
+	case T_ADDR_OPT:
+	case T_CLIENT:
+		s = *(char *const *)f;
+		snprintf(def, dlen, "%s", s ? s : "");
+		snprintf(allowed, alen, "%s",
+			 d->t == T_SOCK ? "a unix socket path" :
+			 d->t == T_ADDR_OPT ? "HOST:PORT, [IPV6]:PORT, off" :
+			 d->t == T_CLIENT ? "a Ceph entity name (client. is added when missing)" :
+			 d->t == T_STR_OPT ? "a string; empty = unset" : "a non-empty string");
+		return;
+	}
+	/* no default: a new type warns (-Wswitch) until it is given its text here */
+}
+
+/* [tier]: tier_preset, then the parameter table's keys.  false past its end. */
+static bool tier_key(size_t i, struct tierd_config_key *out)
+{
+	struct tier_param_info p;
+	size_t m = 0;
+
+	if (i > 0) {
+		if (tier_params_info(i - 1, &p) < 0)
+			return false;
+		out->key = p.key;
+		snprintf(out->def, sizeof(out->def), "%s", p.def);
+		snprintf(out->allowed, sizeof(out->allowed), "%s", p.allowed);
+		out->live = p.live;
+		return true;
+	}
+	out->key = "tier_preset";
+	snprintf(out->def, sizeof(out->def), "tierd");
+	for (size_t j = 0; tier_params_preset_info(j, NULL) && m < sizeof(out->allowed); j++)
+		m += (size_t)snprintf(out->allowed + m, sizeof(out->allowed) - m, "%s%s",
+				      j ? "|" : "", tier_params_preset_info(j, NULL));
+	out->live = true;   /* the parameters it sets apply live */
+	return true;
+}
+
+int tierd_config_key_info(size_t i, struct tierd_config_key *out)
+{
+	static const struct {
+		const char *section, *live_as;
+		const struct kdesc *keys;   /* NULL: [tier] */
+	} sections[] = {
+		{ "global", "global", global_keys }, { "local", "local", local_keys },
+		{ "rados", "rados", rados_keys }, { "tier", "tier", NULL },
+		{ "image.NAME", "image", image_keys },
+	};
+	struct tierd_config *c = NULL;
+	int r = -ENOENT;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
+		const struct kdesc *k = sections[s].keys;
+		size_t n = 0;
+
+		if (!k) {
+			if (tier_key(i, out)) {
+				out->section = sections[s].section;
+				return 0;
+			}
+			while (tier_key(n, out))
+				n++;
+			memset(out, 0, sizeof(*out));
+			i -= n;
+			continue;
+		}
+		while (k[n].name)
+			n++;
+		if (i >= n) {
+			i -= n;
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		tierd_config_defaults(c);
+		out->section = sections[s].section;
+		out->key = k[i].name;
+		key_text(c, &k[i], out->def, sizeof(out->def), out->allowed, sizeof(out->allowed));
+		out->live = key_is_live(sections[s].live_as, out->key);
+		r = 0;
+		break;
+	}
+	tierd_config_free(c);
+	return r;
+}

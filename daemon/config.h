@@ -87,4 +87,18 @@ void tierd_config_defaults(struct tierd_config *c);
 /* "HOST:PORT" whose host is an IPv4 or IPv6 loopback address (127/8, ::1). */
 bool tierd_addr_is_loopback(const char *addr);
 
+/* One key the file accepts, as text (the man page tierd.conf(5) and its test). */
+struct tierd_config_key {
+	const char *section;   /* "global", "local", "rados", "tier", "image.NAME" (static) */
+	const char *key;       /* static */
+	char def[64];          /* the default as the file spells it; "" none */
+	char allowed[192];     /* the values the parser accepts */
+	bool live;             /* a reload applies it; otherwise it waits for a restart */
+};
+/*
+ * The i-th key the parser accepts, sections in the order above, keys in
+ * their table's order: 0 and *out; -ENOENT past the last; -ENOMEM.
+ */
+int tierd_config_key_info(size_t i, struct tierd_config_key *out);
+
 #endif

@@ -1130,8 +1130,8 @@ static void warn_plaintext(struct tierd *d)
  * server gets a loop and thread of its own (daemon/nbd-thread.c).  0 = the
  * number of cores.  The default is 1: it costs half the CPU per request of
  * 2 and was faster in most cases on a 2-core machine (docs/BENCHMARKS.md,
- * "More than one core").  TIERD_THREADS in the environment overrides the
- * file (the test matrix runs the suites with 1 and 2).
+ * "The data path against nbdkit").  TIERD_THREADS in the environment
+ * overrides the file (the test matrix runs the suites with 1 and 2).
  */
 static unsigned thread_count(struct tierd *d)
 {
@@ -1152,7 +1152,7 @@ static unsigned thread_count(struct tierd *d)
  * engine's, and the NBD I/O thread's with threads > 1) would leave no core
  * to the clients and the rest of the machine.  Two spinning loops on the
  * 2-core test VM halved the IOPS at QD 1 and QD 16 against no busy-poll
- * (docs/BENCHMARKS.md, "Busy-poll").
+ * (docs/BENCHMARKS.md, "The data path against nbdkit").
  */
 static uint32_t busy_poll_us(struct tierd *d)
 {

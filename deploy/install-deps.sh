@@ -10,8 +10,8 @@ libcmocka-dev libinih-dev libnbd-dev libsystemd-dev librados-dev librbd-dev
 libgnutls28-dev libjansson-dev debhelper dpkg-dev"
 test_pkgs="fio libnbd-bin python3-libnbd nbdkit qemu-utils python3 procps
 gnutls-bin clang libclang-rt-14-dev prometheus python3-prometheus-client
-systemd nbd-client"
-# deploy/bench-nbdkit.sh BENCH_PRELOADS: the allocator check in docs/BENCHMARKS.md
+systemd nbd-client man-db"
+# tools/bench/bench-nbdkit.sh BENCH_PRELOADS: the allocator check in docs/BENCHMARKS.md
 bench_pkgs="libjemalloc2 libtcmalloc-minimal4 linux-perf"
 ceph_pkgs="ceph-mon ceph-osd ceph-mgr ceph-common"
 

@@ -51,6 +51,13 @@ for f in /usr/sbin/tierd /usr/bin/tierctl /usr/bin/tier-sim /usr/share/doc/tierd
 	/usr/share/doc/tierd/SECURITY.md /usr/lib/tmpfiles.d/tierd.conf; do
 	[ -e "$f" ] || fail "$f not installed"
 done
+# the man pages, generated from the parameter and config-key tables
+for page in tierd.conf tierd tierctl; do
+	out=$(man -w "$page" 2>&1) || fail "man -w $page: $out"
+	case $out in /usr/share/man/*) ;; *) fail "man -w $page: $out (not the package's)" ;; esac
+done
+out=$(man 5 tierd.conf 2>/dev/null) || fail "man 5 tierd.conf did not format"
+grep -q '^ *target_max_bytes$' <<<"$out" || fail "man 5 tierd.conf: no target_max_bytes entry"
 unit=/lib/systemd/system/tierd.service
 grep -qx 'ExecStart=/usr/sbin/tierd --config /etc/tierd/tierd.conf' "$unit" || fail "$unit: ExecStart"
 grep -qx 'Documentation=file:///usr/share/doc/tierd/OPERATIONS.md' "$unit" || fail "$unit: Documentation"
@@ -63,4 +70,4 @@ chmod 0644 /tmp/tierd-shipped.conf
 out=$($SUDO runuser -u tierd -- /usr/sbin/tierd --config /tmp/tierd-shipped.conf --check 2>&1) ||
 	fail "tierd --check of the shipped config as tierd: $out"
 rm -f /tmp/tierd-shipped.conf
-echo "package-test: tierd $ver installed: user, directories, conffile, unit (verified), docs; the walk ran"
+echo "package-test: tierd $ver installed: user, directories, conffile, unit (verified), docs, man pages; the walk ran"

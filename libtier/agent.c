@@ -207,8 +207,8 @@ static uint64_t evicted_bytes(const struct tier_engine *e)
  * ~1000 requests hit far less often than the last ~30000) seen while the
  * agent evicts gives it its hurry until it has evicted as many bytes as
  * the cache holds now, or the cache has room again (tier__agent_modes):
- * one turnover of what the old phase left (docs/BENCHMARKS.md, "A phase
- * change turns the cache over").
+ * one turnover of what the old phase left (docs/BENCHMARKS.md,
+ * "The policy suite").
  */
 void tier__agent_note_hit(struct tier_engine *e, bool hit)
 {

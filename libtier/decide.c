@@ -68,8 +68,7 @@ static struct tier__decision go(enum tier__route r, const char *why)
  * worth most of what zipf0.9@25%, log@25% and vms@5/10% missed beyond an
  * LRU of blocks at the full usable size; at 0.005 the cache sat at its line
  * and whole-object fills (fill_window: room below the target) found no
- * room, loop@25% +2.8 points (docs/BENCHMARKS.md, "Reads that wait for a
- * fill in flight, and the eviction's stop line").
+ * room, loop@25% +2.8 points (docs/BENCHMARKS.md, "The policy suite").
  */
 #define EVICT_SLOP 0.01
 
@@ -96,8 +95,8 @@ static bool room_for_miss(const struct tier_params *p, const struct tier__dstate
  * the default): with room below the full target (room_for_miss) a miss
  * the recency rule would turn away is admitted, as with recency 0, since
  * it pushes nothing out, and every miss not cached there is one an LRU of
- * the same size would not have twice (docs/BENCHMARKS.md, "Admission
- * only under pressure"); as the recency rule, only at a piece's first
+ * the same size would not have twice (docs/BENCHMARKS.md,
+ * "The policy suite"); as the recency rule, only at a piece's first
  * decision (offered), so a promotion failing on a sick base is not
  * retried for the same request forever.  With admission = tinylfu, once
  * the cache is at its full target (cache_target_full_ratio) a miss must
@@ -137,8 +136,8 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * continues a stream (the stream's next read after the hint gets its own,
  * whole with room: adding streams to the hint made a scan's hint the
  * object's readahead, which on the real daemon cost a zipf load beside the
- * scan 15% of its IOPS and doubled base bytes; docs/BENCHMARKS.md, "A fill
- * hint for every read beside it").  GO with a hint queued adds the read's
+ * scan 15% of its IOPS and doubled base bytes; docs/BENCHMARKS.md,
+ * "The policy suite").  GO with a hint queued adds the read's
  * window to the hint's extents (dispatch.c fill_hint_add): one fill, one
  * wait.  A fill running (of other extents: a read fill, or a window) does
  * not stop it: its hint waits for that fill to land.  Saying NONE there
@@ -146,7 +145,7 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * them missed again, which an LRU of blocks (or this engine at queue depth
  * 1) would have hit: pareto@25% missed 14.47% at queue depth 16 against
  * 13.99% at depth 1 and 13.96% for the block LRU (docs/BENCHMARKS.md,
- * "Fills behind a running fill"); so did NONE beside a queued hint
+ * "The policy suite"); so did NONE beside a queued hint
  * (shift@25%).
  * Otherwise skipped, and counted, when the pool is degraded, the cache
  * full (admitted bytes included) or the read not admitted (cold).  The
@@ -234,8 +233,8 @@ bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, u
  * whole-object fills cut hotscan@10%'s IOPS to 0.18x, and reads of other
  * extents that waited behind every small fill of their copy chained a
  * scan's reads one behind the other (hotscan@5% mean latency 1.5 -> 8.1
- * ms; docs/BENCHMARKS.md, "Reads that wait for a fill in flight, and the
- * eviction's stop line").  Never for a piece whose cache path failed
+ * ms; docs/BENCHMARKS.md,
+ * "The policy suite").  Never for a piece whose cache path failed
  * (nocache): base only; nor while the cache pool is down or degraded: the
  * fill's cache write may be waiting out op_timeout, and a read with no
  * dirty byte goes to base at once (docs/DURABILITY.md, "Pool outages").
@@ -379,7 +378,7 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
  * written at once under a busy base never got a copy while its writes went
  * to base beside its reads: each kept the next one company there.  On shift over a 16G image the engine
  * settled, phase by phase, in states up to 30% apart in misses
- * (docs/BENCHMARKS.md, "Wide images").  Beside other writes only (nproxy:
+ * (docs/BENCHMARKS.md, "The policy suite").  Beside other writes only (nproxy:
  * no read runs) it still goes to base: waiting there delays the write and
  * admits it where the cache is at its edge, for nothing a fill needs (vms
  * at 5%: +0.1-0.5% misses, p99 +6%).
@@ -629,7 +628,7 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
  * dirty the hand finds little to drop and comes round every few thousand
  * requests: vms@5% (100% writes, flushes bound by base) evicted 254 objects
  * whole and missed 29967 against 29869 for the block LRU, 29691 with the
- * pass (docs/BENCHMARKS.md, "Dirty data and the clock").  A copy whose dirty
+ * pass (docs/BENCHMARKS.md, "The policy suite").  A copy whose dirty
  * extents are all referenced gets the second chance: passing it would keep
  * its bits, and so its extents hot and dirty, for as long as the agent
  * flushes (found in review).  With the flush idle (dirty ratios at or over
@@ -685,8 +684,7 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
  * first, as before; so are all when the clock is off or the agent drains.
  * vms@5% 29967 -> 26211 misses (block LRU 29869), vms@10% 16681 -> 16551
  * (16510), the suite's gmean miss/OPT 1.0080 -> 1.0000 and base busy time
- * down 1.7% (seed 1; seeds 2-4 alike: docs/BENCHMARKS.md, "Dirty data and
- * the clock").
+ * down 1.7% (seed 1; seeds 2-4 alike: docs/BENCHMARKS.md, "The policy suite").
  */
 enum tier__flush_how tier__decide_flush_how(const struct tier_params *p,
 					    const struct tier__flush_view *v)
@@ -718,8 +716,8 @@ struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__
 	/*
 	 * Full from 100% on, as admission closes (tier__decide_admit: full >=
 	 * 1.0): a cache held at exactly 100% by closed admission stayed in
-	 * "some", its flushes in low mode (docs/BENCHMARKS.md, "Clients deeper
-	 * than the agent").
+	 * "some", its flushes in low mode (docs/BENCHMARKS.md,
+	 * "The policy suite").
 	 */
 	if (fr >= 1.0 || (cur.evict == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
 		m.evict = TIER_EVICT_FULL;
@@ -761,7 +759,7 @@ bool tier__decide_phase_change(double hit_fast, double hit_slow)
  * which keep agent_max_ops).  Deeper clients otherwise
  * keep the agent's few jobs at the back of the base's queue and the cache
  * full of the last phase's data, admitting nothing (docs/BENCHMARKS.md,
- * "A phase change turns the cache over"); a stationary load keeps the
+ * "The policy suite"); a stationary load keeps the
  * full cache it has, which is what suits it.
  */
 static uint64_t turnover_ops(const struct tier_params *p, const struct tier__budget_in *b)

@@ -434,8 +434,8 @@ static struct tier__ext *queued_fill(const struct tier__obj *o)
  * per read would queue fills one behind another, and every piece behind
  * them would wait for each to land; none (as before) left the read's
  * extents out of the copy, and their next read missed again where an LRU
- * of blocks hits (shift@25%: docs/BENCHMARKS.md, "A fill hint for every
- * read beside it").  The budget pays, and the hint reserves, only what the
+ * of blocks hits (shift@25%: docs/BENCHMARKS.md,
+ * "The policy suite").  The budget pays, and the hint reserves, only what the
  * window adds to the set.
  */
 static void fill_hint_add(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
@@ -549,8 +549,7 @@ static void maybe_fill(struct tier_engine *e, struct tier__obj *o, struct tier__
  * The agent's phase-change signal (tier__agent_note_hit) leaves out the
  * reads of a sequential stream: a scan hits less than the working set,
  * and its reads are not a move of the working set (hotscan: the turnover
- * it set off cost misses and p99; docs/BENCHMARKS.md, "A phase change
- * turns the cache over").
+ * it set off cost misses and p99; docs/BENCHMARKS.md, "The policy suite").
  */
 static void note_read(struct tier_engine *e, bool stream, bool hit)
 {

@@ -9,7 +9,7 @@
  * brings in (a read fill, a write's new extent) enters unreferenced and
  * goes at the hand's next pass unless hit by then, a CLOCK's probation for
  * one-touch blocks (setting the bit there cost the suite 1.026 -> 1.035
- * gmean miss/OPT: docs/BENCHMARKS.md, "Reference bits count hits").
+ * gmean miss/OPT: docs/BENCHMARKS.md, "The policy suite").
  * When the eviction order or the clock hand (agent.c) gives the agent a
  * victim, tier__decide_evict_how says what to do with it: the whole object
  * (nothing referenced since the agent last looked), a partial eviction

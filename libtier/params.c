@@ -136,8 +136,8 @@ void tier_params_default(struct tier_params *p)
  * proxy write, recency 1 for both at any fullness, its promotion throttle,
  * hitset eviction.  "promote-always" is Ceph before proxy write: every
  * miss waits for a whole-object promotion.
- * tierd orders its eviction by LRU (docs/BENCHMARKS.md, "The default order:
- * LRU"; ARC before); the Ceph presets keep Ceph's temperature.
+ * tierd orders its eviction by LRU (docs/BENCHMARKS.md,
+ * "The policy suite"; ARC before); the Ceph presets keep Ceph's temperature.
  */
 static const struct {
 	const char *name, *what;
@@ -605,6 +605,30 @@ int tier_params_is_live(const char *key)
 	if (!key || !find(key))
 		return -ENOENT;
 	return strcmp(key, "object_size") != 0 && strcmp(key, "extent_size") != 0;
+}
+
+int tier_params_info(size_t i, struct tier_param_info *out)
+{
+	struct tier_params p;
+
+	if (i >= NELEM(table))
+		return -ENOENT;
+	tier_params_default(&p);
+	out->key = table[i].name;
+	get_desc(&p, &table[i], out->def, sizeof(out->def));
+	fmt_allowed(&table[i], out->allowed, sizeof(out->allowed));
+	out->live = tier_params_is_live(table[i].name) == 1;
+	return 0;
+}
+
+void tier_format_bytes(uint64_t v, char *out, size_t len)
+{
+	fmt_bytes(v, out, len);
+}
+
+void tier_format_ms(uint64_t v, char *out, size_t len)
+{
+	fmt_ms(v, out, len);
 }
 
 static bool is_pow2(uint64_t v)

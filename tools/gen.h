@@ -4,7 +4,7 @@
  * distributions (random_distribution=zipf:T | pareto:H | random), shared by
  * tier-sim and tier-bench.
  *
- * What is exact and what is not (see docs/BENCHMARKS.md, "tier-sim"):
+ * What is exact and what is not:
  *  - gen_taus88 is fio's 32-bit Tausworthe generator (lib/rand.c) including
  *    its seeding quirk; the same seed gives the same stream.
  *  - gen_dist_next() for zipf and pareto follows fio's lib/zipf.c step by

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tools/tier-mkpool.c - lay out a local-backend data_dir holding N cached
- * objects of one image, for the metadata benchmark (deploy/bench-metadata.sh)
+ * objects of one image, for the metadata benchmark (tools/bench/bench-metadata.sh)
  * and its bounded test (tests/integration/test-metadata.sh), and check an
  * image read back through tierd against what was laid out.  The objects go
  * through libtier's own local store (WRITE with F_META and a tier.meta

@@ -133,11 +133,24 @@ void tier_params_foreach(const struct tier_params *p,
 /* Whether a key can change on a running engine (object_size/extent_size cannot). */
 int tier_params_is_live(const char *key);
 
+/* One key of the table as text, for the man page (tools that document keys). */
+struct tier_param_info {
+	const char *key;      /* static */
+	char def[64];         /* the default, spelt as `config show` prints it */
+	char allowed[160];    /* "0..1", "4K..64M, units K/M/G/T", "lru|arc|..." */
+	int live;             /* 1: a running engine takes it (reload, config set) */
+};
+/* The i-th key in table order: 0 and *out; -ENOENT past the last one. */
+int tier_params_info(size_t i, struct tier_param_info *out);
+
 /* Unit parsers shared by the config loader. 0 or -EINVAL/-ERANGE. */
 int tier_parse_bytes(const char *s, uint64_t *out);    /* 10G, 4096, 4K, 1.5M */
 int tier_parse_ms(const char *s, uint64_t *out);       /* 600 (bare = seconds, as Ceph), 500ms, 10s, 5m, 1h */
 int tier_parse_u64(const char *s, uint64_t *out);
 int tier_parse_bool(const char *s, int *out);          /* true/false/yes/no/on/off/1/0 */
+/* Their inverses, as the parameter table prints values: 4194304 -> "4M", 60000 -> "1m". */
+void tier_format_bytes(uint64_t v, char *out, size_t len);
+void tier_format_ms(uint64_t v, char *out, size_t len);
 
 #ifdef __cplusplus
 }

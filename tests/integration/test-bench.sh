@@ -8,7 +8,7 @@
 # cache.  Then
 # the negative controls: --verify must fail against a server that drops
 # writes (nbdkit null), and an unreachable URI must fail.  And a bounded run
-# of deploy/bench-scan.sh and of deploy/bench-phase.sh (their lines carry
+# of tools/bench/bench-scan.sh and of tools/bench/bench-phase.sh (their lines carry
 # non-zero IOPS for both tierds), and --pattern (tier-sim's patterns)
 # reaches the generator.
 . "$(dirname "$0")/lib.sh"
@@ -89,16 +89,16 @@ if command -v nbdkit >/dev/null; then
 	grep -q 'blocks failed verification' "$WORK/null.err" || fail "no verification failure reported"
 fi
 
-log "deploy/bench-scan.sh, bounded: a zipf load beside a scan, one A/B round"
+log "tools/bench/bench-scan.sh, bounded: a zipf load beside a scan, one A/B round"
 SCAN_SIZE=64M SCAN_TARGET=8M SCAN_WARM=1 SCAN_RUNTIME=2 TIER_BENCH="$TIER_BENCH" \
-	bash "$(dirname "$0")/../../deploy/bench-scan.sh" "$WORK/scan" "$TIERD" "$TIERD" 1 \
+	bash "$(dirname "$0")/../../tools/bench/bench-scan.sh" "$WORK/scan" "$TIERD" "$TIERD" 1 \
 	>"$WORK/scan.out" 2>"$WORK/scan.err" || { cat "$WORK/scan.err" >&2; fail "bench-scan.sh failed"; }
 [ "$(grep -cE '^[AB]-1 +zipf: IOPS [1-9][0-9]* .* scan: IOPS [1-9][0-9]* ' "$WORK/scan.out")" = 2 ] ||
 	{ cat "$WORK/scan.out" >&2; fail "bench-scan.sh: no IOPS for both runs"; }
 
-log "deploy/bench-phase.sh, bounded: a moving hot spot at QD 16, one A/B round"
+log "tools/bench/bench-phase.sh, bounded: a moving hot spot at QD 16, one A/B round"
 PHASE_OPS=3000 PHASE_QD=16 PHASE_SIZE=1G PHASE_TARGET=8M TIER_BENCH="$TIER_BENCH" \
-	bash "$(dirname "$0")/../../deploy/bench-phase.sh" "$WORK/phase" "$TIERD" "$TIERD" 1 \
+	bash "$(dirname "$0")/../../tools/bench/bench-phase.sh" "$WORK/phase" "$TIERD" "$TIERD" 1 \
 	>"$WORK/phase.out" 2>"$WORK/phase.err" || { cat "$WORK/phase.err" >&2; fail "bench-phase.sh failed"; }
 [ "$(grep -cE '^[AB]-1 +IOPS [1-9][0-9.]* .* hit ratio 0\.[0-9]+ ' "$WORK/phase.out")" = 2 ] ||
 	{ cat "$WORK/phase.out" >&2; fail "bench-phase.sh: no IOPS or hit ratio for both runs"; }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The metadata benchmark's bounded run (deploy/bench-metadata.sh): lay out
+# The metadata benchmark's bounded run (tools/bench/bench-metadata.sh): lay out
 # TIER_META_OBJECTS [50000] cached objects (object_size 8 KiB, extent_size
 # 4 KiB: dirty, clean, and partly valid dirty and clean ones) with
 # tier-mkpool, restart tierd on the pool, and check that the rebuilt map
@@ -19,4 +19,4 @@ ulimit -n 4096 2>/dev/null || true
 export TIERD TIERCTL MKPOOL
 BENCH_NO_BUILD=1 BENCH_VERIFY=1 BENCH_DIR=$DIR BENCH_OBJECTS=${TIER_META_OBJECTS:-50000} \
 	BENCH_OBJECT_SIZE=8192 BENCH_EXTENT_SIZE=4096 BENCH_RESTARTS=2 \
-	bash "$HERE/../../deploy/bench-metadata.sh"
+	bash "$HERE/../../tools/bench/bench-metadata.sh"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# tests/integration/test-sim-suite.sh - a bounded run of deploy/sim-suite.sh
+# tests/integration/test-sim-suite.sh - a bounded run of tools/bench/sim-suite.sh
 # (5 workloads, one cache size, 9 policies, 20k requests each) through the
 # real tier-sim: the table and the goals print, every CSV row is sane (OPT
 # never misses more than LRU, ratios in range, memory measured), the
@@ -9,7 +9,7 @@
 # the default misses no more than evict_extents = 0, `--policy
 # default` is exactly the tierd preset, and the MSR and blkparse readers
 # replay small inline traces; SUITE_ARGS reaches every run,
-# deploy/sim-compare.py compares two runs, and the trace tools
+# tools/bench/sim-compare.py compares two runs, and the trace tools
 # (sim-trace-lru.py, sim-clock-model.py) count a debug trace's misses as
 # tier-sim does; SUITE_CACHE_OF=footprint sizes the cache from what a run
 # touches, and on shift over a wide image the default misses no more than
@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 SUITE_OPS=20000 SUITE_CACHES=10 SUITE_WORKLOADS="zipf1.1 hotscan loop log vms" \
 SUITE_POLICIES="obj-hitset:promote-always,obj-lru:promote-always+evict_policy=lru,obj-arc:promote-always+evict_policy=arc,default,ext-lru:default+evict_policy=lru,ext-arc-tlfu:default+evict_policy=arc+admission=tinylfu,ext-w0:default+fill_window=0,ext-rule0:default+fill_budget_pct=0+fill_locality_pct=0,ext-noext:default+evict_extents=0" \
-	"$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/suite" >"$T/table.md" || fail "sim-suite.sh failed"
+	"$HERE/../../tools/bench/sim-suite.sh" "$SIM" "$T/suite" >"$T/table.md" || fail "sim-suite.sh failed"
 cat "$T/table.md"
 for w in zipf1.1 hotscan loop log vms; do
 	grep -q "^| $w@10% |" "$T/table.md" || fail "no row for $w"
@@ -73,7 +73,7 @@ printf '%s\n' "$H" "default,a,1000,0.000000,0.000,0.000,0.9,0.9,0.010000,0.02000
 	"ext-lru,a,1000,0.000000,0.000,0.000,0.9,0.9,0.010000,0.020000,0.5,1,64" >"$T/a.csv"
 printf '%s\n' "$H" "default,b,1000,0.500020,1.000,1.000,0.9,0.9,0.500000,0.500000,0.5,1,64" \
 	"ext-lru,b,1000,0.500020,1.000,1.000,0.9,0.9,0.500000,0.500000,0.5,1,64" >"$T/b.csv"
-python3 "$HERE/../../deploy/sim-suite.py" "$T/a.csv" "$T/b.csv" >"$T/exact.md" || fail "sim-suite.py on exact.md"
+python3 "$HERE/../../tools/bench/sim-suite.py" "$T/a.csv" "$T/b.csv" >"$T/exact.md" || fail "sim-suite.py on exact.md"
 grep -q "every case: NOT met (1 of 2 cases above" "$T/exact.md" || fail "an excess under 0.0005 not counted: $(cat "$T/exact.md")"
 grep -q "^| default | 0.316 | " "$T/exact.md" || fail "a run without a miss: $(grep '^| default' "$T/exact.md")"
 
@@ -104,13 +104,13 @@ grep -q "line 2: not a blkparse event line" "$T/err" || fail "bad trace error: $
 # sim-compare.py compares two runs case by case (a run against itself: no
 # difference; against another seed: the counts it prints are the CSVs')
 SUITE_OPS=20000 SUITE_CACHES=10 SUITE_WORKLOADS="zipf1.1" SUITE_POLICIES="default" \
-SUITE_ARGS="--seed 2" "$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/seed2" >/dev/null ||
+SUITE_ARGS="--seed 2" "$HERE/../../tools/bench/sim-suite.sh" "$SIM" "$T/seed2" >/dev/null ||
 	fail "sim-suite.sh with SUITE_ARGS failed"
 grep -q -- "--seed 2" "$T/seed2/jobs.txt" || fail "SUITE_ARGS not passed to tier-sim"
-python3 "$HERE/../../deploy/sim-compare.py" "$T/suite" "$T/suite" >"$T/same.txt" || fail "sim-compare.py"
+python3 "$HERE/../../tools/bench/sim-compare.py" "$T/suite" "$T/suite" >"$T/same.txt" || fail "sim-compare.py"
 grep -q "^| zipf1.1@10% | .* | +0 |$" "$T/same.txt" || fail "a run against itself differs"
 grep -q "^B/A miss: gmean 1.0000" "$T/same.txt" || fail "a run against itself: miss ratio"
-python3 "$HERE/../../deploy/sim-compare.py" "$T/suite" "$T/seed2" >"$T/seed.txt" || fail "sim-compare.py seeds"
+python3 "$HERE/../../tools/bench/sim-compare.py" "$T/suite" "$T/seed2" >"$T/seed.txt" || fail "sim-compare.py seeds"
 cat "$T/seed.txt"
 python3 - "$T/suite" "$T/seed2" "$T/seed.txt" <<'PY' || fail "sim-compare check"
 import csv, glob, sys
@@ -131,12 +131,12 @@ PY
 "$SIM" --dist zipf:1.1 --rw randrw:30 --bs 4k --size 1G --cache 53687091 --qd 16 --ops 20000 \
 	--warmup 2000 --policy default --csv "$T/trace.csv" -v -v 2>"$T/trace" >/dev/null ||
 	fail "tier-sim -v -v"
-python3 "$HERE/../../deploy/sim-trace-lru.py" "$T/trace" 53687091 --warmup 2000 >"$T/tl.txt" ||
+python3 "$HERE/../../tools/bench/sim-trace-lru.py" "$T/trace" 53687091 --warmup 2000 >"$T/tl.txt" ||
 	fail "sim-trace-lru.py"
-python3 "$HERE/../../deploy/sim-clock-model.py" "$T/trace" 53687091 lru probation clock \
+python3 "$HERE/../../tools/bench/sim-clock-model.py" "$T/trace" 53687091 lru probation clock \
 	ages:2,0 ghost learned:0.03 spike:0.001,0.00002,1.5 fifo:0.1 fifogen:4 fifoobj --warmup 2000 >"$T/cm.txt" ||
 	fail "sim-clock-model.py"
-python3 "$HERE/../../deploy/sim-clock-model.py" "$T/trace" 8388608 probation fifogen:4 fifogen:4,0 \
+python3 "$HERE/../../tools/bench/sim-clock-model.py" "$T/trace" 8388608 probation fifogen:4 fifogen:4,0 \
 	--warmup 2000 --dirty >"$T/cmd.txt" || fail "sim-clock-model.py --dirty"
 grep -q "^fifogen:4,0: [0-9]* misses (FIFO .* record writes, [0-9]* flushes)$" "$T/cmd.txt" ||
 	fail "sim-clock-model.py --dirty: $(cat "$T/cmd.txt")"
@@ -162,12 +162,12 @@ PY
 # moves, a busy base) the default misses no more than the block LRU at
 # caches around 5% (at the usable size: this cache holds ~1.23x that, and
 # against an LRU of what it held it misses ~1.5% more: docs/BENCHMARKS.md,
-# "The reference at the size the cache held"; the check guards the
+# "The policy suite"; the check guards the
 # bistability below, not that margin).  A write miss beside a read on base
 # went to base, and the phase's hottest blocks then never got a copy: 29%
-# misses where the LRU has 22.8% (docs/BENCHMARKS.md, "Wide images").
+# misses where the LRU has 22.8% (docs/BENCHMARKS.md, "The policy suite").
 SUITE_SIZE=16G SUITE_CACHE_OF=footprint SUITE_OPS=20000 SUITE_CACHES="5 25" SUITE_WORKLOADS="zipf1.1" \
-SUITE_POLICIES="default" "$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/wide" >"$T/wide.md" ||
+SUITE_POLICIES="default" "$HERE/../../tools/bench/sim-suite.sh" "$SIM" "$T/wide" >"$T/wide.md" ||
 	fail "sim-suite.sh with SUITE_CACHE_OF=footprint"
 grep -q -- "--cache 5% " "$T/wide/jobs.txt" || fail "SUITE_CACHE_OF=footprint: no --cache P%"
 python3 - "$T"/wide/zipf1.1-5.txt "$T"/wide/zipf1.1-25.txt <<'PY' || fail "footprint cache"
@@ -180,7 +180,7 @@ for p, pct in zip(sys.argv[1:], (5, 25)):
     assert blocks == touched, (p, blocks, touched)      # the footprint is what the run touched
     assert cache == blocks * 4096 * pct // 100, (p, cache, blocks)
 PY
-if SUITE_CACHE_OF=bytes "$HERE/../../deploy/sim-suite.sh" "$SIM" "$T/bad" 2>"$T/err"; then
+if SUITE_CACHE_OF=bytes "$HERE/../../tools/bench/sim-suite.sh" "$SIM" "$T/bad" 2>"$T/err"; then
 	fail "SUITE_CACHE_OF=bytes accepted"
 fi
 grep -q "SUITE_CACHE_OF must be image or footprint" "$T/err" || fail "SUITE_CACHE_OF error: $(cat "$T/err")"
@@ -200,8 +200,8 @@ PY
 # holds the last phase's data and admits nothing; with the agent's 4 jobs
 # behind 64 client ops on base it stayed that way (31.8% misses against the
 # block LRU's 22.8%).  The agent now hurries while the cache turns over
-# (decide.c turnover_ops; docs/BENCHMARKS.md, "A phase change turns the
-# cache over"): within 10% of the block LRU.
+# (decide.c turnover_ops; docs/BENCHMARKS.md,
+# "The policy suite"): within 10% of the block LRU.
 "$SIM" --dist zipf:1.2 --rw randrw:30 --pattern shift --period 33333 --bs 4k --size 16G \
 	--cache 5% --qd 64 --ops 200000 --warmup 20000 --policy default \
 	--csv "$T/shift-qd64.csv" >/dev/null || fail "tier-sim shift wide QD 64"
@@ -235,7 +235,7 @@ PY
 H=policy,workload,ops,miss,miss_over_opt,miss_over_lru,opt_miss_object,lru_miss_object,opt_miss_block,lru_miss_block,lru_miss_held,held_over_usable,cache_write_per_byte,base_busy_s,mem_per_object
 printf '%s\n' "$H" "default,a,1000,0.100000,2,0.5,0.9,0.9,0.05,0.200000,0.090000,1.2,0.5,1,64" >"$T/ha.csv"
 printf '%s\n' "$H" "default,b,1000,0.100000,2,0.5,0.9,0.9,0.05,0.200000,0.200000,0.9,0.5,1,64" >"$T/hb.csv"
-python3 "$HERE/../../deploy/sim-suite.py" "$T/ha.csv" "$T/hb.csv" >"$T/held.md" || fail "sim-suite.py on held.md"
+python3 "$HERE/../../tools/bench/sim-suite.py" "$T/ha.csv" "$T/hb.csv" >"$T/held.md" || fail "sim-suite.py on held.md"
 grep -q "usable size) on every case: met (0 of 2" "$T/held.md" || fail "held: $(cat "$T/held.md")"
 grep -q "where larger): NOT met (1 of 2 cases above, worst 1.111)" "$T/held.md" ||
 	fail "the cases above the LRU >= held not counted: $(cat "$T/held.md")"

@@ -347,7 +347,7 @@ static void test_image_sections(void **state)
 
 	load_fails("[image.bad/name]\nsize = 1G\n", -EINVAL, 1, "bad image name 'bad/name'");
 	load_fails("[image.x]\nsize = 1G\nsize_gb = 1\n", -ENOENT, 3,
-		   "(allowed: size, rbd_image, read_only)");
+		   "(allowed: size, rbd_image, read_only, lock_handoff)");
 }
 
 static void test_cross_checks(void **state)
@@ -416,6 +416,50 @@ static void test_example_file_loads(void **state)
 }
 #endif
 
+/*
+ * tierd_config_key_info (the man page's source) lists keys the parser
+ * accepts: each one, set to the default it names, loads, and an unknown
+ * key is refused; the walk ends with -ENOENT and covers every section.
+ */
+static void test_key_info_defaults_load(void **state)
+{
+	struct tierd_config_key k;
+	const char *last = NULL;
+	char text[512];
+	size_t i, sections = 0, live_other = 0, restart_tier = 0;
+	int r;
+	(void)state;
+	for (i = 0; (r = tierd_config_key_info(i, &k)) == 0; i++) {
+		bool image = !strcmp(k.section, "image.NAME");
+		struct tierd_config *c;
+
+		assert_non_null(k.key);
+		assert_true(k.allowed[0] != '\0');
+		if (!last || strcmp(last, k.section))
+			sections++;
+		last = k.section;
+		if (strcmp(k.section, "tier"))
+			live_other += k.live;
+		else
+			restart_tier += !k.live;
+		if (!k.def[0] || !strcmp(k.def, "from the profile"))
+			continue;
+		snprintf(text, sizeof(text), "[%s]\n%s = %s\n%s", image ? "image.vm" : k.section,
+			 k.key, k.def, image && strcmp(k.key, "size") ? "size = 1G\n" :
+			 !image ? "[image.vm]\nsize = 1G\n" : "");
+		c = load_ok(text);
+		tierd_config_free(c);
+	}
+	assert_int_equal(r, -ENOENT);
+	assert_int_equal(sections, 5);
+	assert_true(i > 70);
+	/* outside [tier] a reload applies five keys; in it all but the layout's two */
+	assert_int_equal(live_other, 5);
+	assert_int_equal(restart_tier, 2);
+	assert_int_equal(tierd_config_key_info(i + 10, &k), -ENOENT);
+	load_fails("[global]\nno_such_key = 1\n", -ENOENT, 2, "unknown key");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_cross_checks),
 		cmocka_unit_test(test_security_keys),
 		cmocka_unit_test(test_file_problems),
+		cmocka_unit_test(test_key_info_defaults_load),
 #ifdef EXAMPLE_CONF
 		cmocka_unit_test(test_example_file_loads),
 #endif

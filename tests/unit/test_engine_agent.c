@@ -964,7 +964,7 @@ static void test_partial_eviction_hand_vs_order(void **state)
  * unreferenced, and only a read of them since makes them stay when the
  * hand comes round (a first touch that is never repeated leaves at the
  * hand's next pass, as from a CLOCK's probation; docs/BENCHMARKS.md,
- * "Reference bits count hits").  Object 0 is in base only; extents 0-1
+ * "The policy suite").  Object 0 is in base only; extents 0-1
  * are read (a read fill makes the copy), 0 read again (a hit), 8-9 read
  * (a read fill adds them; no sequential stream, an eighth of the object
  * valid: no whole fill).  Over target the hand keeps 0, drops 1, 8, 9.

@@ -1229,7 +1229,7 @@ static void op_then_write(struct env *v, int type, uint64_t off, uint8_t *buf, u
  * a new copy, where it went to base beside the read: a hot block under a
  * busy base then never got a copy, since a read fill starts only on a quiet
  * object and each write sent to base kept the next read and write company
- * there (docs/BENCHMARKS.md, "Wide images").  Object 3 is ABSENT (base ops
+ * there (docs/BENCHMARKS.md, "The policy suite").  Object 3 is ABSENT (base ops
  * take 10 ms; reads are not admitted, so the first one goes to base
  * alone): a read of extent 5, then writes of extent 9 and of
  * extent 5 itself at once.  Base is never written; both writes are in a
@@ -1316,8 +1316,8 @@ static void test_write_miss_waits_for_read_on_base(void **state)
  * that hint; once it starts, 13 queues a second hint behind 2, and 2 finds
  * it queued and adds extent 2 to it.  With a hint's window fixed, 2 got
  * no fill: its extent stayed out of the cache and its next read missed
- * again, where an LRU of blocks hits (shift@25%, docs/BENCHMARKS.md "A
- * fill hint for every read beside it").  Then the same on object 5 with
+ * again, where an LRU of blocks hits (shift@25%, docs/BENCHMARKS.md,
+ * "The policy suite").  Then the same on object 5 with
  * the last read continuing the one before it (extents 13, 14: a stream):
  * it adds nothing to the hint (a scan's reads would make it the object's
  * readahead, which cost a zipf load beside a scan 15% of its IOPS).

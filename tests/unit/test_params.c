@@ -349,6 +349,38 @@ static void test_is_live(void **state)
 	assert_int_equal(tier_params_is_live("nope"), -ENOENT);
 }
 
+/*
+ * tier_params_info (what the man page prints) walks the same keys as
+ * tier_params_foreach, in its order, with the defaults' text, an allowed
+ * text that tier_params_set's error names too, and tier_params_is_live.
+ */
+static void test_info_matches_the_table(void **state)
+{
+	struct tier_params p, q;
+	struct collect c = {.n = 0};
+	struct tier_param_info in;
+	char err[1024], buf[32];
+	size_t i;
+	(void)state;
+	tier_params_default(&p);
+	tier_params_foreach(&p, collect_fn, &c);
+	for (i = 0; tier_params_info(i, &in) == 0; i++) {
+		assert_true(i < (size_t)c.n);
+		assert_string_equal(in.key, c.keys[i]);
+		assert_string_equal(in.def, c.vals[i]);
+		assert_int_equal(in.live, tier_params_is_live(in.key));
+		q = p;
+		assert_int_equal(tier_params_set(&q, in.key, "no-such-value", err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, in.allowed));
+	}
+	assert_int_equal(i, (size_t)c.n);
+	assert_int_equal(tier_params_info(i, &in), -ENOENT);
+	tier_format_bytes(4ull << 20, buf, sizeof(buf));
+	assert_string_equal(buf, "4M");
+	tier_format_ms(60000, buf, sizeof(buf));
+	assert_string_equal(buf, "1m");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_ranges_and_errors),
 		cmocka_unit_test(test_cross_checks),
 		cmocka_unit_test(test_is_live),
+		cmocka_unit_test(test_info_matches_the_table),
 	};
 	return cmocka_run_group_tests_name("params", tests, NULL, NULL);
 }

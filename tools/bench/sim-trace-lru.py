@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""deploy/sim-trace-lru.py - the engine's misses an LRU of blocks would hit.
+"""tools/bench/sim-trace-lru.py - the engine's misses an LRU of blocks would hit.
 
     tier-sim ... --policy default -v -v 2>TRACE
     sim-trace-lru.py TRACE CACHE_BYTES [--full-ratio R] [--warmup N] [--list]

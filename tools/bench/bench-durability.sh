@@ -1,15 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Durability benchmarks (docs/BENCHMARKS.md, "Durability: FLUSH storms and the
-# cost of ordering"): the tierd of this tree ("new") side by side with the
-# tierd of an older commit ("old", default 57a23bd, the engine before the
-# durability work), each started fresh by this script on the embedded local
-# backend (data_dir on the real disk under $BENCH_DATA, not tmpfs), base pool
-# `hdd` device model, cache pool `ssd` (docs/DEVICE-MODEL.md).  Parts:
+# Durability benchmarks (docs/BENCHMARKS.md, "The cost of durability"): the
+# tierd of this tree ("new") side by side with the tierd of an older commit
+# ("old", default 57a23bd, the engine before the durability work), each
+# started fresh by this script on the embedded local backend (data_dir on the
+# real disk under $BENCH_DATA, not tmpfs), base pool `hdd` device model, cache
+# pool `ssd` (docs/DEVICE-MODEL.md).  Parts:
 #
 #   storm  k = 1, 8, 64 NBD FLUSHes in flight over 1000 dirty objects
 #          (4 KiB into each of 1000 distinct 4 MiB objects of a 4 GiB image,
-#          extent mode, cache target 1G so they stay dirty), deploy/flush-storm.py
+#          extent mode, cache target 1G so they stay dirty), tools/bench/flush-storm.py
 #   fsync  fio --ioengine=nbd --rw=randwrite --bs=4k --fsync=1 --iodepth=8
 #          --numjobs=4, time based: IOPS and tierd's peak RSS (VmHWM)
 #   mix    the quickstart fio job (4 KiB randrw 70% writes, zipf:1.1, 8 GiB
@@ -34,7 +34,7 @@
 # BENCH_OUT [a new /tmp dir: logs, raw outputs, summary.txt].
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NEW_BUILD=${NEW_BUILD:-/tmp/bench-new}
 OLD_COMMIT=${OLD_COMMIT:-57a23bd}
 PARTS=${BENCH_PARTS:-storm,fsync,mix,strace}
@@ -121,7 +121,7 @@ start_tierd() {
 	URI="nbd+unix:///vol0?socket=$STATE/nbd.sock"
 	ASOK=$STATE/tierd.asok
 	{
-		printf '%s\n' "# written by deploy/bench-durability.sh ($build, $mode)" \
+		printf '%s\n' "# written by tools/bench/bench-durability.sh ($build, $mode)" \
 			"[global]" "backend = local" "listen = unix:$STATE/nbd.sock" \
 			"admin_socket = $ASOK" "log_level = warn" "" "[local]" \
 			"data_dir = $STATE/data" "base_profile = hdd" "cache_profile = ssd" ""
@@ -191,7 +191,7 @@ if has storm "$PARTS"; then
 			rc=0
 			log "-- $b k=$k (load $(load))"
 			timeout -k 10 $((STORM_TIMEOUT * (STORM_ROUNDS + 2) + 60)) \
-				"$PY" "$ROOT/deploy/flush-storm.py" "$URI" --objects 1000 \
+				"$PY" "$ROOT/tools/bench/flush-storm.py" "$URI" --objects 1000 \
 				--object-size 4M --bs 4K --ks "$k" --rounds "$STORM_ROUNDS" \
 				--timeout "$STORM_TIMEOUT" --label "$b " > "$OUT/$tag.txt" 2>&1 || rc=$?
 			sed 's/^/   /' "$OUT/$tag.txt" | tee -a "$SUMMARY"

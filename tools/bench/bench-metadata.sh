@@ -40,7 +40,7 @@ if [ -n "${BENCH_OWN_SESSION:-}" ]; then
 		echo "bench-metadata: could not set the session's autogroup to nice $BENCH_NICE" >&2
 fi
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
 N=${BENCH_OBJECTS:-1048576}
 DIR=${BENCH_DIR:-/dev/shm}
@@ -75,7 +75,7 @@ SIZE=$((N * OSZ))
 GRAN=extent
 [ "$ESZ" != 0 ] || GRAN=object
 cat > "$W/tierd.conf" <<CFG
-# written by deploy/bench-metadata.sh
+# written by tools/bench/bench-metadata.sh
 [global]
 backend = local
 listen = unix:$W/nbd.sock

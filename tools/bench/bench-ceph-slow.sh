@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# bench-ceph-slow.sh - deploy/bench-ceph.sh on a single-node Ceph whose base
+# bench-ceph-slow.sh - tools/bench/bench-ceph.sh on a single-node Ceph whose base
 # OSD is HDD-like (issue "A tier that pays for itself", item 4).  osd.0 (pool
 # `base`) has its bluestore block on a file that nbdfuse serves from
 #   nbdkit --filter=delay file IMG rdelay=DELAY wdelay=DELAY
@@ -20,7 +20,7 @@
 # dir that is removed at exit; the daemons are stopped and the mount undone.
 # Needs root (FUSE mount), nbdkit, nbdfuse (libnbd-bin), fio, ceph.
 #
-# Usage: deploy/bench-ceph-slow.sh [BUILD_DIR]     (default: build; release is fair)
+# Usage: tools/bench/bench-ceph-slow.sh [BUILD_DIR]     (default: build; release is fair)
 # Environment (defaults): RUNTIME=60 (s per bench run), QDS=16, SIZE=1G (image),
 #   TARGET=256M (target_max_bytes), VARIANTS="a b f g", HIT_SET_PERIOD=10,
 #   DELAY=5ms (nbdkit delay filter, reads and writes), BASE_BYTES=8G (slow
@@ -29,7 +29,7 @@
 #   process), OUT=(a new /tmp/tierd-bench-slow.XXXXXX, kept).
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd)
 export RUNTIME=${RUNTIME:-60}
 export QDS=${QDS:-16}
@@ -143,7 +143,7 @@ fi
 
 # ---- the benchmark variants, on this cluster
 log "bench-ceph.sh VARIANTS=\"$VARIANTS\" QDS=\"$QDS\" RUNTIME=$RUNTIME SIZE=$SIZE TARGET=$TARGET"
-CEPH_DIR=$CL OUT=$OUT/bench "$root/deploy/bench-ceph.sh" "$build" >/dev/null
+CEPH_DIR=$CL OUT=$OUT/bench "$root/tools/bench/bench-ceph.sh" "$build" >/dev/null
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/slow.txt"
 
 # ---- summary

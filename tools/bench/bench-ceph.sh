@@ -24,7 +24,7 @@
 # a Markdown table (IOPS, p99 and max completion latency, bytes read from and
 # written to each pool during the run) to stdout and OUT/table.md.
 #
-# Usage: deploy/bench-ceph.sh [BUILD_DIR]      (default: build; a release build
+# Usage: tools/bench/bench-ceph.sh [BUILD_DIR]      (default: build; a release build
 #        is the fair one: meson setup build-rel --buildtype=release)
 # Environment (defaults): RUNTIME=40 (s per run), QDS="16 1", SIZE=2G (image),
 #   TARGET=512M (target_max_bytes), HIT_SET_PERIOD=10, VARIANTS="a b c d e",
@@ -33,7 +33,7 @@
 #   a fresh memstore one; left running; the image is created and removed again)
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd)
 TIERD=$build/daemon/tierd
 TIERCTL=$build/tools/tierctl

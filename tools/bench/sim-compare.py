@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""deploy/sim-compare.py - two runs of deploy/sim-suite.sh, case by case.
+"""tools/bench/sim-compare.py - two runs of tools/bench/sim-suite.sh, case by case.
 
     sim-compare.py DIR_A DIR_B [POLICY_A [POLICY_B]]   (policies: default)
 

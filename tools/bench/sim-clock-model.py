@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""deploy/sim-clock-model.py - a clock over extents, as a model, on a trace.
+"""tools/bench/sim-clock-model.py - a clock over extents, as a model, on a trace.
 
     sim-clock-model.py TRACE CACHE_BYTES VARIANT...   [--objects N] [--warmup N] [--dirty]
 
@@ -49,7 +49,7 @@ something: one metadata write each in the engine's partial eviction):
 where it would go it is flushed (counted) and goes at its next look.
   lru           an LRU of blocks (tier-sim's reference)
 
-(docs/BENCHMARKS.md, "What is left on shift, log and vms".)
+(docs/BENCHMARKS.md, "The policy suite".)
 """
 import argparse
 import collections

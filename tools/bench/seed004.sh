@@ -7,10 +7,10 @@
 # each, plus the fio check), leaving table, JSON, CSV and SVG in OUT_DIR.
 #
 # Environment: BUILD_DIR (default /tmp/build-seed004), OUT_DIR (default
-# ./seed004-results).  Example: deploy/seed004.sh --base-profile hdd --runtime 5
+# ./seed004-results).  Example: tools/bench/seed004.sh --base-profile hdd --runtime 5
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD_DIR:-/tmp/build-seed004}
 OUT=${OUT_DIR:-$PWD/seed004-results}
 

@@ -1,9 +1,9 @@
 #!/bin/sh
-# deploy/sim-suite.sh SIM OUTDIR - the eviction/admission workload suite of
-# docs/BENCHMARKS.md ("Eviction and admission by numbers"): every workload x
+# tools/bench/sim-suite.sh SIM OUTDIR - the eviction/admission workload suite of
+# docs/BENCHMARKS.md ("The policy suite"): every workload x
 # cache size x policy through tier-sim (the real engine, virtual time), one
 # CSV per workload and cache, then the whole table and its summary on
-# stdout (deploy/sim-suite.py).  Deterministic: the same tree prints the
+# stdout (tools/bench/sim-suite.py).  Deterministic: the same tree prints the
 # same numbers.
 #
 #   SUITE_OPS      requests per run (default 200000; the first 10% warm up)
@@ -13,7 +13,8 @@
 #                  images are: every block is touched) or footprint (% of
 #                  the 4 KiB blocks a run touches, tier-sim --cache P%: for
 #                  wide images, e.g. SUITE_SIZE=16G, where a run touches a
-#                  few percent of the image; docs/BENCHMARKS.md "Wide images")
+#                  few percent of the image; docs/BENCHMARKS.md,
+#                  "The policy suite")
 #   SUITE_WORKLOADS  names to run (default all, see below)
 #   SUITE_POLICIES   tier-sim policy specs, comma separated (default below)
 #   SUITE_JOBS     runs at a time (default 2)

@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Shared by the data-path benchmark scripts (bench-nbdkit.sh, qd1-sched.sh,
-# perf-breakdown.sh, bench-allocs.sh, syscalls-per-request.sh) and the
+# Shared by the data-path benchmark scripts (bench-nbdkit.sh) and the
 # device-model A/B scripts (bench-scan.sh, bench-phase.sh).  Source it.
 
 # bench_model_conf DIR SIZE TARGET BASE_PROFILE CACHE_PROFILE [TIER_LINES]:
@@ -35,7 +34,7 @@ CFG
 # BENCH_TIERD_EXTRA).
 bench_all_hit_conf() {
 	cat > "$1/tierd.conf" <<CFG
-# written by deploy/bench-lib.sh (bench_all_hit_conf)
+# written by tools/bench/bench-lib.sh (bench_all_hit_conf)
 [global]
 backend = local
 listen = unix:$1/nbd.sock

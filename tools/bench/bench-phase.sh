@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: MIT
 # A load whose hot spot moves (tier-sim's shift pattern) at a deep queue,
 # real tierd on the local backend with the `hdd` base and `ssd` cache
-# device models, two tierd binaries interleaved (docs/BENCHMARKS.md, "A
-# phase change turns the cache over").
+# device models, two tierd binaries interleaved (docs/BENCHMARKS.md,
+# "The policy suite").
 #
-# Usage: deploy/bench-phase.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
+# Usage: tools/bench/bench-phase.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
 #   TIERD_A, TIERD_B  tierd binaries (tier-bench: the one beside TIERD_B,
 #                     ../tools/tier-bench of its build, or $TIER_BENCH)
 #   ROUNDS            A/B pairs (default 2)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """FLUSH storm: k NBD FLUSHes in flight over N dirty objects.
 
-Used by deploy/bench-durability.sh.  Per round: write BS bytes into each of
+Used by tools/bench/bench-durability.sh.  Per round: write BS bytes into each of
 N distinct objects (offset i * OBJECT_SIZE, at most --write-qd writes in
 flight), wait for all of them, then issue k FLUSHes at once with libnbd's
 aio API and time each until it completes.  Rounds cycle through --ks

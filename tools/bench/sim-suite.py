@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""deploy/sim-suite.py [--goals LABEL] CSV... - the table of deploy/sim-suite.sh: tier-sim's
+"""tools/bench/sim-suite.py [--goals LABEL] CSV... - the table of tools/bench/sim-suite.sh: tier-sim's
 CSV rows (one per policy, workload and cache) as markdown, then per policy
 the geometric means, and the issue's three goals for the column LABEL
 (default: "default").  A column LABEL-wN (a fill window) is compared with

@@ -10,8 +10,8 @@
 # the table gives the median IOPS of each, the ratio tierd / nbdkit, and the
 # median p50 latency, then each server's CPU time per request (user + system
 # of all its threads from the end of fio's 1 s ramp to the end of the run,
-# over the requests fio counted: the figure a loaded machine moves least).  Numbers go in docs/BENCHMARKS.md ("tierd against
-# nbdkit file").
+# over the requests fio counted: the figure a loaded machine moves least).
+# Numbers go in docs/BENCHMARKS.md ("The data path against nbdkit").
 #
 # Environment (defaults in brackets): BUILD_DIR [./build-bench, configured as
 # a release build if missing], BENCH_SIZE [256M], BENCH_RUNTIME [10] seconds
@@ -42,8 +42,8 @@ if [ -n "${BENCH_OWN_SESSION:-}" ]; then
 		echo "bench-nbdkit: could not set the session's autogroup to nice $BENCH_NICE" >&2
 fi
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/deploy/bench-lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tools/bench/bench-lib.sh"
 BUILD=${BUILD_DIR:-$ROOT/build-bench}
 SIZE=${BENCH_SIZE:-256M}
 RUNTIME=${BENCH_RUNTIME:-10}

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 # A zipf read load beside a sequential scan, real tierd on the local backend
 # with the `hdd` base and `ssd` cache device models, two tierd binaries
-# interleaved (docs/BENCHMARKS.md, "A fill hint for every read beside it").
+# interleaved (docs/BENCHMARKS.md, "The policy suite").
 #
-# Usage: deploy/bench-scan.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
+# Usage: tools/bench/bench-scan.sh OUTDIR TIERD_A TIERD_B [ROUNDS]
 #   TIERD_A, TIERD_B  tierd binaries (tier-bench: the one beside TIERD_A,
 #                     ../tools/tier-bench of its build, or $TIER_BENCH)
 #   ROUNDS            A/B pairs (default 2)
