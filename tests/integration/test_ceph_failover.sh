@@ -22,6 +22,8 @@
 #             (TIERD_TEST_NO_SELF_FENCE=1): the blocklist refuses the late write
 #   control   negative control: neither (TIERD_TEST_NO_BLOCKLIST=1 too): the
 #             late write lands
+#   qemu      qemu-io with reconnect-delay rides over a handoff away from
+#             its tierd and back; without it, it fails (the control)
 #   shared    a tierd of another image starts beside them on the same cache
 #             pool (the owned image's dirty copies are not its stranded
 #             objects); hitset archives carry each tierd's tag
@@ -338,6 +340,35 @@ got=$(R 60 $PY "$WORK/io.py" read b 16384)
 [ "$got" = race ] && ok "race: the dead owner's acknowledged write reads back" || bad "race: read '$got'"
 in_blocklist "$A_ADDR" && ok "race: the dead owner ($A_ADDR) is blocklisted" ||
 	bad "race: the dead owner ($A_ADDR) is not in the blocklist"
+
+# ================================================================ qemu
+# the client recipe (docs/OPERATIONS.md): qemu's nbd driver with
+# reconnect-delay rides over a handoff away from its tierd and back; without
+# it the request after the handoff fails (the control)
+log "== qemu: reconnect-delay across a handoff"
+stop9 b; stop9 c
+start a; start b
+qemu_run() {   # OPTS: write, a pause in which b takes the image, read back
+	local opts="driver=nbd,server.type=unix,server.path=$WORK/a.sock,export=disk$1"
+	R 120 qemu-io -c 'write -P 0x5a 1M 64k' -c 'sleep 4000' -c 'read -P 0x5a 1M 64k' \
+		--image-opts "$opts" >"$WORK/qemu.out" 2>&1 &
+	local q=$!
+	sleep 2
+	R 60 $PY "$WORK/io.py" write b 0 q
+	wait "$q"
+}
+if qemu_run ",reconnect-delay=10" && grep -q "read 65536/65536 bytes" "$WORK/qemu.out" &&
+   ! grep -qi "error\|fail" "$WORK/qemu.out"; then
+	ok "qemu: with reconnect-delay the read after the handoff succeeds and matches"
+else
+	bad "qemu with reconnect-delay: $(cat "$WORK/qemu.out")"
+fi
+if ! qemu_run "" || grep -qi "error\|fail" "$WORK/qemu.out"; then
+	ok "qemu: without reconnect-delay the request after the handoff fails (the control)"
+else
+	bad "qemu without reconnect-delay did not fail: $(cat "$WORK/qemu.out")"
+fi
+stop9 a; stop9 b
 
 # ================================================================ shared pool
 # a tierd serving another image of the cluster starts beside them: the
