@@ -115,7 +115,7 @@ start() {
 	done
 	bad "tierd $n did not start"
 }
-stop9() { kill -CONT "${PID[$1]}" 2>/dev/null; kill -9 "${PID[$1]}" 2>/dev/null; wait "${PID[$1]}" 2>/dev/null; unset "PID[$1]"; }
+stop9() { [ -n "${PID[$1]:-}" ] || return 0; kill -CONT "${PID[$1]}" 2>/dev/null; kill -9 "${PID[$1]}" 2>/dev/null; wait "${PID[$1]}" 2>/dev/null; unset "PID[$1]"; }
 owner_of() {   # NAME: owned / standby / fenced ... of image disk
 	R 10 "$TIERCTL" --socket "$WORK/$1.asok" images 2>/dev/null |
 		$PY -c 'import json,sys; print(json.load(sys.stdin)["images"][0].get("owner","?"))'
