@@ -18,7 +18,7 @@
 
 #include "libtier/engine_int.h"
 
-#define REBUILD_WINDOW 16   /* STATs in flight (a store without SCAN) */
+#define REBUILD_WINDOW 128  /* STATs in flight (a store without SCAN) */
 /*
  * SCAN: shards read in parallel (each reads the whole directory and keeps
  * its share of the names: more shards cost directory reads) and entries
