@@ -387,32 +387,34 @@ char *tierd_prom_render2(struct tier_engine *e, struct tier_store *const pools[2
 	for (size_t i = 0; i < n; i++)
 		sample(b, "tierd_image_read_only", names[i], NULL, tier_image_read_only(imgs[i]));
 	if (owner) {
+		static const struct {
+			const char *name, *type, *help;
+		} own[] = {
+			{ "tierd_image_owned", "gauge", "1 if this tierd holds the RBD image's lock "
+			  "and serves it; 0 in standby, handing over or fenced." },
+			{ "tierd_image_fenced", "gauge", "1 if the image is fenced in this tierd (its "
+			  "lock is another's, or this client was blocklisted)." },
+			{ "tierd_image_handoffs_total", "counter", "Times this tierd handed the image "
+			  "over on request." },
+			{ "tierd_image_takeovers_total", "counter", "Times this tierd took the image's "
+			  "lock after start-up (handoffs asked for and fenced takeovers)." },
+		};
 		struct tierd_own_info oi;
 
-		family(b, "tierd_image_owned", "gauge", "1 if this tierd holds the RBD image's "
-		       "lock and serves it; 0 in standby, handing over or fenced.");
-		for (size_t i = 0; i < n; i++)
-			if (owner(owner_arg, names[i], &oi) == 0)
-				sample(b, "tierd_image_owned", names[i], NULL,
-				       oi.state == TIERD_OWN_OWNED);
-		family(b, "tierd_image_fenced", "gauge", "1 if the image is fenced in this "
-		       "tierd (its lock is another's, or this client was blocklisted).");
-		for (size_t i = 0; i < n; i++)
-			if (owner(owner_arg, names[i], &oi) == 0)
-				sample(b, "tierd_image_fenced", names[i], NULL,
-				       oi.state == TIERD_OWN_FENCED);
-		family(b, "tierd_image_handoffs_total", "counter", "Times this tierd handed the "
-		       "image over on request.");
-		for (size_t i = 0; i < n; i++)
-			if (owner(owner_arg, names[i], &oi) == 0)
-				sample(b, "tierd_image_handoffs_total", names[i], NULL,
-				       (double)oi.handoffs);
-		family(b, "tierd_image_takeovers_total", "counter", "Times this tierd took the "
-		       "image's lock after start-up (handoffs asked for and fenced takeovers).");
-		for (size_t i = 0; i < n; i++)
-			if (owner(owner_arg, names[i], &oi) == 0)
-				sample(b, "tierd_image_takeovers_total", names[i], NULL,
-				       (double)oi.takeovers);
+		for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
+			family(b, own[k].name, own[k].type, own[k].help);
+			for (size_t i = 0; i < n; i++) {
+				double v[4];
+
+				if (owner(owner_arg, names[i], &oi) < 0)
+					continue;
+				v[0] = oi.state == TIERD_OWN_OWNED;
+				v[1] = oi.state == TIERD_OWN_FENCED;
+				v[2] = (double)oi.handoffs;
+				v[3] = (double)oi.takeovers;
+				sample(b, own[k].name, names[i], NULL, v[k]);
+			}
+		}
 	}
 
 	put_fields(b, image_fields, sizeof(image_fields) / sizeof(image_fields[0]), st + 1, names, n);
