@@ -284,29 +284,41 @@ static void after_work(uv_work_t *w, int status)
 
 /* ---- the loop thread ---- */
 
+/*
+ * The owner's checks (OWNED, and RELEASING until the image is parked, when
+ * its gates are held on purpose): after a watch error or a lapsed lease,
+ * hold the gates and read the lock again (JOB_CHECK).  true: started.
+ */
+static bool need_check(struct owner *o, bool releasing)
+{
+	int werr = tier_rbd_take_watch_error(o->rb);
+
+	if (o->os->c.no_self_fence)
+		werr = 0;
+	if (!werr && (!gate_held(o) || (releasing && tier_image_parked(o->img))))
+		return false;
+	o->state = TIERD_OWN_CHECKING;
+	o->check_then_release = releasing;
+	o->rewatch = werr != 0 || tier_rbd_watch_age_ms(o->rb) < 0;
+	gates(o, TIER_STORE_GATE_HOLD);
+	olog(o->os, TIER_LOG_WARN, "image %s: %s; its ops wait until the lock is shown to be "
+	     "ours", o->name, werr ? "the watch on the header failed" :
+	     "the watch was not confirmed within the lease");
+	run_job(o, JOB_CHECK);
+	return true;
+}
+
 static void step(struct owner *o)
 {
 	struct tierd_owners *os = o->os;
 	uint64_t now = now_ms();
-	int werr;
 
 	if (o->busy)
 		return;
 	switch (o->state) {
 	case TIERD_OWN_OWNED:
-		werr = tier_rbd_take_watch_error(o->rb);
-		if (o->os->c.no_self_fence)
-			werr = 0;
-		if (werr || gate_held(o)) {
-			o->state = TIERD_OWN_CHECKING;
-			o->rewatch = werr != 0 || tier_rbd_watch_age_ms(o->rb) < 0;
-			gates(o, TIER_STORE_GATE_HOLD);
-			olog(os, TIER_LOG_WARN, "image %s: %s; its ops wait until the lock is shown "
-			     "to be ours", o->name, werr ? "the watch on the header failed" :
-			     "the watch was not confirmed within the lease");
-			run_job(o, JOB_CHECK);
+		if (need_check(o, false))
 			return;
-		}
 		if (tier_rbd_take_request(o->rb) || o->want) {
 			size_t n;
 
@@ -323,17 +335,8 @@ static void step(struct owner *o)
 		break;
 	case TIERD_OWN_RELEASING:
 		/* the lock is still ours while the image drains: the same checks */
-		werr = tier_rbd_take_watch_error(o->rb);
-		if (o->os->c.no_self_fence)
-			werr = 0;
-		if (werr || (gate_held(o) && !tier_image_parked(o->img))) {
-			o->state = TIERD_OWN_CHECKING;
-			o->check_then_release = true;
-			o->rewatch = werr != 0 || tier_rbd_watch_age_ms(o->rb) < 0;
-			gates(o, TIER_STORE_GATE_HOLD);
-			run_job(o, JOB_CHECK);
+		if (need_check(o, true))
 			return;
-		}
 		if (!tier_image_parked(o->img)) {
 			renew_lease(o);
 			return;

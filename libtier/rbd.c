@@ -149,19 +149,14 @@ struct tier_rbd_watch {
 	rados_t cluster;
 	char oid[96];
 	uint64_t handle;
-	atomic_int lost;           /* errno from the watch error callback, 0 = fine */
 	atomic_int werr;           /* the same, for tier_rbd_take_watch_error */
 	atomic_bool owner;         /* the lock is ours: answer release requests */
 	atomic_bool handoff;       /* answer them "releasing" (else "never") */
 	atomic_int requests;       /* release requests not yet taken */
 	_Atomic(void (*)(void *, int)) event;   /* set and cleared while the watch runs */
 	_Atomic(void *) event_arg;
-	struct timespec last_try;  /* of a re-watch: at most one per REWATCH_S */
-	rados_completion_t pending;   /* a re-watch in flight (never blocks the caller) */
-	uint64_t new_handle;
 };
 
-#define REWATCH_S 5
 
 static void make_ident(char *out, size_t cap)
 {
@@ -249,7 +244,6 @@ static void watch_err_cb(void *arg, uint64_t handle, int err)
 	struct tier_rbd_watch *w = arg;
 
 	(void)handle;
-	atomic_store(&w->lost, err ? err : -ENOTCONN);
 	atomic_store(&w->werr, err ? err : -ENOTCONN);
 	{
 		void (*ev)(void *, int) = atomic_load(&w->event);
@@ -400,14 +394,20 @@ static void make_cookie(struct tier_rbd_image *img)
 		 img->watch->handle, ident);
 }
 
-static int lock_once(struct tier_rbd_image *img)
+/* rados_lock_exclusive of rbd_lock with img's cookie: its result as is. */
+static int lock_call(struct tier_rbd_image *img)
 {
 	char desc[200];
-	int rc;
 
 	snprintf(desc, sizeof(desc), "tierd serving this image (pid %ld)", (long)getpid());
-	rc = rados_lock_exclusive(img->watch->io, img->watch->oid, LOCK_NAME, img->cookie, desc,
-				  NULL, 0);
+	return rados_lock_exclusive(img->watch->io, img->watch->oid, LOCK_NAME, img->cookie, desc,
+				    NULL, 0);
+}
+
+static int lock_once(struct tier_rbd_image *img)
+{
+	int rc = lock_call(img);
+
 	return rc == -EEXIST ? 0 : rc;   /* -EEXIST: ours already, with this cookie */
 }
 
@@ -426,10 +426,7 @@ static int take_lock(rados_t cluster, rados_ioctx_t io, const char *oid, const c
 
 	make_cookie(img);
 	for (int attempt = 0; attempt < 3; attempt++) {
-		char desc[200];
-
-		snprintf(desc, sizeof(desc), "tierd serving this image (pid %ld)", (long)getpid());
-		rc = rados_lock_exclusive(io, oid, LOCK_NAME, img->cookie, desc, NULL, 0);
+		rc = lock_call(img);
 		if (rc == 0)
 			break;
 		if (rc == -EEXIST) {
@@ -464,59 +461,7 @@ static int take_lock(rados_t cluster, rados_ioctx_t io, const char *oid, const c
 
 static int watch_header(rados_ioctx_t io, const char *oid, struct tier_rbd_watch *w)
 {
-	atomic_store(&w->lost, 0);
 	return rados_watch2(io, oid, &w->handle, watch_cb, watch_err_cb, w);
-}
-
-int tier_rbd_keep_watch(struct tier_rbd_image *img)
-{
-	struct tier_rbd_watch *w = img ? img->watch : NULL;
-	rados_completion_t c;
-	struct timespec now;
-	int rc;
-
-	if (!w)
-		return 0;
-	if (w->pending) {
-		if (!rados_aio_is_complete(w->pending))
-			return 0;
-		rc = rados_aio_get_return_value(w->pending);
-		rados_aio_release(w->pending);
-		w->pending = NULL;
-		if (rc < 0) {
-			atomic_store(&w->lost, rc);
-			return rc;
-		}
-		/* the lock keeps the first handle in its cookie: rbd status shows the new one */
-		w->handle = w->new_handle;
-		return 1;
-	}
-	if (atomic_load(&w->lost) == 0)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (w->last_try.tv_sec && now.tv_sec - w->last_try.tv_sec < REWATCH_S)
-		return 0;
-	w->last_try = now;
-	/* asynchronous both: with the OSD unreachable the caller's loop must go on */
-	if (rados_aio_create_completion2(NULL, NULL, &c) == 0) {
-		rados_aio_unwatch(w->io, w->handle, c);
-		rados_aio_release(c);   /* librados keeps it until the unwatch is done */
-	}
-	rc = rados_aio_create_completion2(NULL, NULL, &w->pending);
-	if (rc < 0) {
-		w->pending = NULL;
-		return rc;
-	}
-	atomic_store(&w->lost, 0);
-	rc = rados_aio_watch2(w->io, w->oid, w->pending, &w->new_handle, watch_cb, watch_err_cb,
-			      0, w);
-	if (rc < 0) {
-		rados_aio_release(w->pending);
-		w->pending = NULL;
-		atomic_store(&w->lost, rc);
-		return rc;
-	}
-	return 0;
 }
 
 /* ---- feature and layout checks ---- */
@@ -750,13 +695,6 @@ void tier_rbd_close(struct tier_rados *r, const char *pool, struct tier_rbd_imag
 	if (!r || !img || !img->watch)
 		return;
 	w = img->watch;
-	if (w->pending) {
-		rados_aio_wait_for_complete(w->pending);
-		if (rados_aio_get_return_value(w->pending) == 0)
-			w->handle = w->new_handle;
-		rados_aio_release(w->pending);
-		w->pending = NULL;
-	}
 	if (img->owned)
 		rados_unlock(w->io, w->oid, LOCK_NAME, img->cookie);
 	rados_unwatch2(w->io, w->handle);
@@ -811,7 +749,6 @@ int tier_rbd_rewatch(struct tier_rbd_image *img)
 	if (!w)
 		return -EINVAL;
 	rados_unwatch2(w->io, w->handle);
-	atomic_store(&w->lost, 0);
 	rc = rados_watch2(w->io, w->oid, &h, watch_cb, watch_err_cb, w);
 	if (rc < 0)
 		return rc;

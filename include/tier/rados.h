@@ -62,13 +62,6 @@ struct tier_rbd_image {
 int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
 		  struct tier_rbd_image *out, char *err, size_t errlen);
 /*
- * Re-establish a header watch that librados reported lost (call now and
- * then from the owning thread; cheap when nothing was lost).  1 if it
- * re-watched, 0 if nothing to do, -errno if re-watching failed (retried at
- * the next call).
- */
-int tier_rbd_keep_watch(struct tier_rbd_image *img);
-/*
  * Handoff and takeover (docs/DURABILITY.md "Handoff, takeover and fencing").
  * tier_rbd_open2 with TIER_RBD_STANDBY: an image whose lock a live holder
  * keeps opens all the same, watched but not owned (img->owned false,
