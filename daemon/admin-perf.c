@@ -63,6 +63,7 @@ static const struct desc descs[] = {
 	{"evict_partial_bytes", "bytes dropped by partial evictions"},
 	{"evict_again", "eviction victims given a second chance (every valid extent referenced)"},
 	{"evict_pass", "all-dirty copies the clock passed over while flushes clean them"},
+	{"load_probes", "objects looked up in the cache pool for a request while the image loaded"},
 	{"hitset_archives", "hitsets archived into the cache pool"},
 	{"cache_errors", "cache pool failures (the cache degrades for a while)"},
 	{"syncs", "durability syncs done"}, {"sync_errors", "durability syncs that failed"},

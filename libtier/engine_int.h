@@ -189,7 +189,11 @@ struct tier_image {
 	uint64_t n_entries;             /* map entries of its objects */
 	struct tier_request *pend_head, *pend_tail;
 	char **names;                   /* rebuild listing */
-	size_t n_names, next_name, rb_inflight;
+	size_t n_names, next_name, rb_inflight;  /* rb_inflight: LIST, SCAN pages, STATs,
+						    probes and discards in flight */
+	uint64_t *known;                /* loading (lazily): objects whose map entry, or its
+					   absence, is decided; NULL: loaded, or not lazy */
+	uint64_t *probing;              /* loading: a probe or a discard in flight decides */
 };
 
 struct tier_engine {

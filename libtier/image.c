@@ -7,9 +7,16 @@
  * completes it when the last piece is done, with the first error.  The
  * rebuild discards cache objects whose meta is missing, malformed or marked
  * incomplete (none of them can hold an acknowledged write) and keeps dirty
- * ones for the agent to flush.  Requests submitted while an image loads
- * wait; nothing is served from base before the map is known, because a
- * dirty cache copy would be missed.
+ * ones for the agent to flush.
+ *
+ * An image serves while it loads (lazily): a request whose objects the
+ * map has not decided yet waits while a probe (a STAT of each such object
+ * in the cache pool) decides them, the scan going on behind.  Nothing of an
+ * object is served, and nothing is done to it, before its entry (or its
+ * absence) is decided, because a dirty cache copy would be missed; once
+ * decided (`known`), the scan's answer for it, read before, is stale and
+ * ignored, and while a probe or a discard decides it (`probing`), the scan
+ * leaves it to them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,12 +33,16 @@
  */
 #define REBUILD_SHARDS 2
 #define REBUILD_PAGE   4096
+/* images of more objects load without probes (requests wait for the scan) */
+#define LAZY_MAX_OBJS  (1ull << 26)
 
 void tier__image_free(struct tier_image *img)
 {
 	if (!img)
 		return;
 	tier_store_list_free(img->names, img->n_names);
+	free(img->known);
+	free(img->probing);
 	free(img->name);
 	free(img->prefix);
 	free(img);
@@ -52,6 +63,29 @@ static uint32_t prefix_id(const struct tier_engine *e, const char *prefix)
 
 static int dispatch_req(struct tier_image *img, struct tier_request *req);
 static void drop_entry(struct tier_engine *e, struct tier__obj *o, void *arg);
+static void lazy_pump(struct tier_image *img);
+
+/* Loading lazily: may the scan's answer for objno, read before, decide it? */
+static bool scan_decides(const struct tier_image *img, uint64_t objno)
+{
+	return !img->known || (!tier__bit(img->known, objno) && !tier__bit(img->probing, objno));
+}
+
+/* objno's entry (or its absence) is decided: requests for it may go. */
+static void lazy_decided(struct tier_image *img, uint64_t objno)
+{
+	if (!img->known)
+		return;
+	tier__bit_set(img->known, objno);
+	img->probing[objno / 64] &= ~(1ull << (objno % 64));
+}
+
+static void lazy_end(struct tier_image *img)
+{
+	free(img->known);
+	free(img->probing);
+	img->known = img->probing = NULL;
+}
 
 static void image_loaded(struct tier_image *img, int rc)
 {
@@ -61,6 +95,7 @@ static void image_loaded(struct tier_image *img, int rc)
 	tier_store_list_free(img->names, img->n_names);
 	img->names = NULL;
 	img->n_names = 0;
+	lazy_end(img);
 	if (img->parked) {      /* handed off while it loaded: what it found goes */
 		tier__map_foreach(e, drop_entry, img);
 		if (img->stopped)
@@ -108,8 +143,10 @@ static void rebuild_remove_cb(struct tier_store_op *op)
 	struct tier__job *j = op->priv;
 	struct tier_image *img = j->img;
 
+	lazy_decided(img, j->objno);   /* absent now (the REMOVE's error is the agent's) */
 	tier__job_free(j);
 	img->rb_inflight--;
+	lazy_pump(img);
 	rebuild_next(img);
 	tier__deliver(img->e);
 }
@@ -144,6 +181,7 @@ static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t versio
 	o = tier__obj_get(e, img, objno);
 	if (!o)
 		return -ENOMEM;
+	lazy_decided(img, objno);
 	if (o->state != TIER__ABSENT)
 		return 0;
 	if (m.flags & TIER_META_F_EXTENTS) {
@@ -159,6 +197,10 @@ static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t versio
 	return 0;
 }
 
+/*
+ * A STAT's answer: of a listed name (the scan), or of an object a request
+ * waits for (a probe, j->step 1, which holds its `probing` bit).
+ */
 static void rebuild_stat_cb(struct tier_store_op *op)
 {
 	struct tier__job *j = op->priv;
@@ -167,8 +209,11 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 	uint64_t objno = j->objno;
 	int rc = op->result;
 
-	if (rc == -ENOENT) {
-		rc = 0;   /* gone since the listing */
+	if (j->step != 1 && !scan_decides(img, objno)) {
+		rc = 0;   /* decided since, or a probe decides it: this answer is stale */
+	} else if (rc == -ENOENT) {
+		rc = 0;   /* gone since the listing; a probe: not cached */
+		lazy_decided(img, objno);
 	} else if (rc >= 0 || rc == -ERANGE) {
 		rc = rc < 0 ? -EINVAL : rebuild_adopt(img, objno, op->obj_version, j->meta,
 						      op->meta_len_out, j->snap);
@@ -176,6 +221,8 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 			/* no acknowledged write can live in it: discard */
 			tier__log(e, TIER_LOG_INFO, "image %s: discarding cache object %s (bad or "
 				  "incomplete tier.meta)", img->name, op->oid);
+			if (img->known)   /* requests for it wait for the REMOVE */
+				tier__bit_set(img->probing, objno);
 			memset(op, 0, sizeof(*op));
 			tier__oid(img, objno, op->oid);
 			op->opcode = TIER_STORE_REMOVE;
@@ -190,8 +237,11 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 			  strerror(-rc));
 		img->ready = -EIO;   /* remember; reported when the window drains */
 	}
+	if (j->step == 1 && img->probing)   /* not decided: a later probe asks again */
+		img->probing[objno / 64] &= ~(1ull << (objno % 64));
 	tier__job_free(j);
 	img->rb_inflight--;
+	lazy_pump(img);
 	rebuild_next(img);
 	tier__deliver(e);
 }
@@ -247,6 +297,8 @@ static void rebuild_discard(struct tier_image *img, uint64_t objno)
 		return;
 	}
 	j->objno = objno;
+	if (img->known)   /* requests for it wait for the REMOVE */
+		tier__bit_set(img->probing, objno);
 	tier__oid(img, objno, j->op.oid);
 	tier__log(e, TIER_LOG_INFO, "image %s: discarding cache object %s (bad or incomplete "
 		  "tier.meta)", img->name, j->op.oid);
@@ -265,8 +317,8 @@ static void rebuild_entry(struct tier_image *img, const struct tier_store_entry 
 	uint64_t objno;
 	int rc = ent->result;
 
-	if (!parse_objno(img, ent->name, &objno) || rc == -ENOENT)
-		return;   /* not one of this image's objects; or gone since */
+	if (!parse_objno(img, ent->name, &objno) || rc == -ENOENT || !scan_decides(img, objno))
+		return;   /* not one of this image's objects; gone since; or decided since */
 	if (rc >= 0 || rc == -ERANGE)
 		rc = rc < 0 ? -EINVAL : rebuild_adopt(img, objno, ent->version, ent->meta,
 						      ent->meta_len, scratch);
@@ -329,17 +381,96 @@ static void rebuild_list_cb(struct tier_store_op *op)
 
 	if (rc < 0) {
 		tier__cache_error(e, rc);
-		tier__job_free(j);
-		image_loaded(img, rc);
-		tier__deliver(e);
-		return;
+		if (img->ready == 0) {
+			tier__log(e, TIER_LOG_ERROR, "image %s: listing the cache pool: %s",
+				  img->name, strerror(-rc));
+			img->ready = rc;
+		}
+	} else {
+		img->names = op->names;
+		img->n_names = op->n_names;
+		op->names = NULL;
 	}
-	img->names = op->names;
-	img->n_names = op->n_names;
-	op->names = NULL;
 	tier__job_free(j);
+	img->rb_inflight--;   /* probes may still be out: rebuild_next ends the load */
 	rebuild_next(img);
 	tier__deliver(e);
+}
+
+/* A probe: STAT objno in the cache pool for the requests waiting for it. */
+static void probe_start(struct tier_image *img, uint64_t objno)
+{
+	struct tier_engine *e = img->e;
+	struct tier__job *j = tier__job_new(e, TIER__J_REBUILD, img, NULL);
+
+	if (!j)
+		return;   /* the scan, or a later probe, decides it */
+	if (e->nwords && !(j->snap = calloc(2 * e->nwords, 8))) {
+		tier__job_free(j);
+		return;
+	}
+	j->step = 1;
+	j->objno = objno;
+	tier__bit_set(img->probing, objno);
+	j->op.opcode = TIER_STORE_STAT;
+	tier__oid(img, objno, j->op.oid);
+	j->op.meta_buf = j->meta;
+	j->op.meta_cap = TIER_META_MAX;
+	j->op.cb = rebuild_stat_cb;
+	j->op.priv = j;
+	img->rb_inflight++;
+	tier__count(e, img, load_probes, 1);
+	tier__submit(e, e->cache, &j->op);
+}
+
+/*
+ * Loading lazily: must req wait (an object of it not decided yet)?  Starts
+ * a probe for each such object that none decides yet.
+ */
+static bool lazy_wait(struct tier_image *img, const struct tier_request *req)
+{
+	uint64_t os = img->e->p.object_size;
+	bool wait = false;
+
+	if (req->type == TIER_REQ_FLUSH)
+		return false;   /* covers what was acknowledged; nothing waiting is */
+	for (uint64_t ob = req->off / os; ob <= (req->off + req->len - 1) / os; ob++) {
+		if (tier__bit(img->known, ob))
+			continue;
+		wait = true;
+		if (!tier__bit(img->probing, ob))
+			probe_start(img, ob);
+	}
+	return wait;
+}
+
+/* Loading lazily: dispatch, in order, the waiting requests whose objects are decided. */
+static void lazy_pump(struct tier_image *img)
+{
+	struct tier_engine *e = img->e;
+	struct tier_request **pp = &img->pend_head, *r;
+	bool sent = false;
+
+	if (!img->known || img->parked || img->ready != 0)
+		return;
+	e->in_submit++;
+	img->pend_tail = NULL;
+	while ((r = *pp)) {
+		if (lazy_wait(img, r)) {
+			img->pend_tail = r;
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		img->n_pend--;
+		r->next = NULL;
+		img->reqs++;
+		dispatch_req(img, r);
+		sent = true;
+	}
+	e->in_submit--;
+	if (sent)
+		tier__kick(e);
 }
 
 /* Start the rebuild of img's map: one job per shard, or a LIST. */
@@ -360,6 +491,13 @@ static int start_rebuild(struct tier_image *img)
 	img->ready = 0;
 	img->rb_inflight = 0;
 	img->next_name = 0;
+	lazy_end(img);
+	if (img->nobjs <= LAZY_MAX_OBJS) {   /* without them, requests wait for the whole scan */
+		img->known = calloc((img->nobjs + 63) / 64, 8);
+		img->probing = calloc((img->nobjs + 63) / 64, 8);
+		if (!img->known || !img->probing)
+			lazy_end(img);
+	}
 	for (unsigned i = 0; i < nj; i++) {
 		struct tier__job *j = js[i];
 
@@ -373,13 +511,14 @@ static int start_rebuild(struct tier_image *img)
 			j->op.shard = i;
 			j->op.nshards = nj;
 			j->op.cb = rebuild_scan_cb;
-			img->rb_inflight++;
 		} else {
 			j->op.opcode = TIER_STORE_LIST;
 			j->op.cb = rebuild_list_cb;
 		}
+		img->rb_inflight++;
 		tier__submit(e, e->cache, &j->op);
 	}
+	lazy_pump(img);   /* requests that waited in standby */
 	return 0;
 }
 
@@ -655,7 +794,7 @@ int tier_image_submit(struct tier_image *img, struct tier_request *req)
 	req->img = img;
 	e->reqs_inflight++;
 	count_req(e, img, req);
-	if (img->ready == 0) {
+	if (img->ready == 0 && (!img->known || img->parked || lazy_wait(img, req))) {
 		if (img->pend_tail)
 			img->pend_tail->next = req;
 		else

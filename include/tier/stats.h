@@ -30,7 +30,8 @@ extern "C" {
 	X(fill_skip_busy) X(fill_skip_unsynced) X(fill_skip_partial)            \
 	X(flushes) X(flush_bytes) X(flush_failed) X(flush_partial) X(flush_cold) \
 	X(evictions) X(evict_bytes) X(evict_failed)                             \
-	X(evict_partial) X(evict_partial_bytes) X(evict_again) X(evict_pass)
+	X(evict_partial) X(evict_partial_bytes) X(evict_again) X(evict_pass)     \
+	X(load_probes)
 #define TIER_ENGINE_COUNTERS(X)                                                 \
 	X(hitset_archives) X(cache_errors) X(syncs) X(sync_errors)             \
 	X(agent_skip_busy) X(agent_skip_hot) X(agent_skip_young) X(agent_turnovers)

@@ -301,6 +301,135 @@ static void test_park_handoff_load(void **state)
 	env_free(v);
 }
 
+/* Run both engines in virtual time until x is answered (or nothing moves). */
+static void run_until(struct env *v, struct tier_engine *e2, struct sreq *x)
+{
+	for (int i = 0; i < 1000000 && !(x && x->done); i++) {
+		size_t n = tier_cq_drain(v->cq);
+
+		tier_engine_tick(v->e);
+		tier_engine_tick(e2);
+		n += tier_cq_drain(v->cq);
+		if (!n && !env_vt_step(v))
+			break;
+	}
+}
+
+static int img_io(struct env *v, struct tier_engine *e2, struct tier_image *img, int type,
+		  uint64_t off, uint64_t len, void *buf)
+{
+	struct sreq x = { .r = { .type = type, .off = off, .len = len, .buf = buf,
+				 .cb = sreq_cb } };
+	int rc = tier_image_submit(img, &x.r);
+
+	if (rc < 0)
+		return rc;
+	run_until(v, e2, &x);
+	assert_int_equal(x.done, 1);
+	return x.result;
+}
+
+/*
+ * Serve while loading: after a handoff, the new owner answers a request as
+ * soon as a probe has read the record of each object it touches, long
+ * before its scan of the cache pool ends; what it reads is the cache's
+ * dirty copy (never the base pool's older bytes), what it writes while the
+ * scan goes on is not undone by the scan's older answers, and the loaded
+ * map is the same as a full scan's.
+ */
+static void test_lazy_load(void **state)
+{
+	enum { N = 600, NOBJ = 640 };
+	struct tier_params p;
+	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100,
+					   .queue_depth = 4 };
+	struct env *v;
+	struct tier_engine *e2 = NULL;
+	struct tier_image *img1, *img2;
+	struct tier_engine_opts o;
+	struct tier_image_opts io = { .name = "big", .object_prefix = "rbd_data.big",
+				      .size = NOBJ * OS };
+	struct sreq r = { 0 }, w = { 0 }, w2 = { 0 };
+	uint8_t *buf = malloc(OS), *got = malloc(OS), *nb = malloc(4096), *nb2 = malloc(4096);
+	struct tier_stats s2;
+	(void)state;
+
+	env_params(&p);
+	p.target_max_bytes = 4096 * OS;   /* everything stays cached and dirty */
+	v = env_new_vt(&p, NULL, &cm, true);
+	assert_int_equal(tier_image_open(v->e, &io, &img1), 0);
+	run_until(v, v->e, NULL);
+	assert_int_equal(tier_image_ready(img1), 1);
+	for (uint64_t i = 0; i < N; i++) {
+		fill(buf, 4096, i + 1);
+		assert_int_equal(img_io(v, v->e, img1, TIER_REQ_WRITE, i * OS, 4096, buf), 0);
+	}
+	assert_int_equal(env_stats(v).dirty_objects, N);
+	assert_int_equal(env_stats(v).flushes, 0);   /* the base pool has none of it */
+	assert_int_equal(tier_image_park(img1, 0), 0);
+	run_until(v, v->e, NULL);
+	assert_int_equal(tier_image_parked(img1), 1);
+
+	o = (struct tier_engine_opts){ .base = v->base, .cache = v->cache, .params = v->p,
+				       .clock = env_clock, .clock_arg = v };
+	io.standby = true;
+	assert_int_equal(tier_engine_create(&o, &e2), 0);
+	assert_int_equal(tier_image_open(e2, &io, &img2), 0);
+	/* waits in standby, goes once the load starts */
+	r.r = (struct tier_request){ .type = TIER_REQ_READ, .off = 500 * OS, .len = 4096,
+				     .buf = got, .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(img2, &r.r), 0);
+	assert_int_equal(tier_image_load(img2), 0);
+	/* a write to a cached object and one to an object the cache lacks */
+	fill(nb, 4096, 777);
+	w.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 3 * OS + 4096, .len = 4096,
+				     .buf = nb, .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(img2, &w.r), 0);
+	fill(nb2, 4096, 888);
+	w2.r = (struct tier_request){ .type = TIER_REQ_WRITE, .off = 620 * OS, .len = 4096,
+				      .buf = nb2, .cb = sreq_cb };
+	assert_int_equal(tier_image_submit(img2, &w2.r), 0);
+	run_until(v, e2, &r);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.result, 0);
+	fill(buf, 4096, 501);
+	assert_memory_equal(got, buf, 4096);          /* the cache's dirty copy */
+	assert_int_equal(tier_image_ready(img2), 0);  /* answered while the scan goes on */
+	run_until(v, e2, &w);
+	run_until(v, e2, &w2);
+	assert_int_equal(w.done + w2.done, 2);
+	assert_int_equal(w.result | w2.result, 0);
+	assert_int_equal(tier_image_ready(img2), 0);
+	tier_image_get_stats(img2, &s2);
+	assert_int_equal(s2.load_probes, 3);
+
+	run_until(v, e2, NULL);
+	assert_int_equal(tier_image_ready(img2), 1);
+	tier_engine_get_stats(e2, &s2);
+	assert_int_equal(s2.dirty_objects, N + 1);
+	assert_int_equal(s2.cached_objects, N + 1);
+	/* the scan's older answers did not undo what was written meanwhile */
+	assert_int_equal(img_io(v, e2, img2, TIER_REQ_READ, 3 * OS, 4096, got), 0);
+	fill(buf, 4096, 4);
+	assert_memory_equal(got, buf, 4096);
+	assert_int_equal(img_io(v, e2, img2, TIER_REQ_READ, 3 * OS + 4096, 4096, got), 0);
+	assert_memory_equal(got, nb, 4096);
+	assert_int_equal(img_io(v, e2, img2, TIER_REQ_READ, 620 * OS, 4096, got), 0);
+	assert_memory_equal(got, nb2, 4096);
+	for (uint64_t i = 0; i < N; i += 37) {
+		assert_int_equal(img_io(v, e2, img2, TIER_REQ_READ, i * OS, 4096, got), 0);
+		fill(buf, 4096, i + 1);
+		assert_memory_equal(got, buf, 4096);
+	}
+	tier_image_close(img2);
+	tier_engine_destroy(e2);
+	free(buf);
+	free(got);
+	free(nb);
+	free(nb2);
+	env_free(v);
+}
+
 static void test_bad_args(void **state)
 {
 	struct env *v = env_new(NULL);
@@ -714,6 +843,7 @@ int main(void)
 		cmocka_unit_test(test_cache_hint_promotes),
 		cmocka_unit_test(test_rebuild_after_restart),
 		cmocka_unit_test(test_park_handoff_load),
+		cmocka_unit_test(test_lazy_load),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_read_only_image),
 		cmocka_unit_test(test_bytes_per_object),
