@@ -607,6 +607,7 @@ static void cmd_images(struct cmd_ctx *c)
 				set_str(o, "lock_handoff", oi.lock_handoff ? "on_request" : "never");
 				set_u64(o, "handoffs", oi.handoffs);
 				set_u64(o, "takeovers", oi.takeovers);
+				set(o, "write_timed_out", json_boolean(oi.write_timed_out));
 				if (oi.state != TIERD_OWN_OWNED)
 					set_str(o, "state", tierd_own_name(oi.state));
 			}

@@ -14,7 +14,9 @@
  * per image; every state change happens on the loop thread.  It must never
  * let an op reach a pool for an image whose lock it has not shown to be its
  * own since its watch last failed, and never break a lock without a
- * blocklist (libtier/rbd.c does the breaking).
+ * blocklist (libtier/rbd.c does the breaking).  An image with a write that
+ * timed out (op_timeout: it may still land) is never unlocked: the asker
+ * is told to fence this tierd instead (tier_rbd_set_unsafe).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -51,6 +53,7 @@ struct owner {
 	enum job job;
 	bool busy, force, want, rewatch;
 	bool check_then_release;   /* a check while RELEASING goes back to it */
+	bool unsafe;               /* a write timed out: never unlocked, only fenced */
 	int rc;
 	char err[768];
 	uint64_t next_try_ms;
@@ -308,6 +311,28 @@ static bool need_check(struct owner *o, bool releasing)
 	return true;
 }
 
+/*
+ * A write to the image timed out (op_timeout): given up on here, it may
+ * still reach the pool, after another client's writes if the lock were
+ * handed over.  From then on requests for the image are answered
+ * "fence-me" and it is never unlocked: only a blocklist takes it.
+ */
+static bool is_unsafe(struct owner *o)
+{
+	if (o->unsafe)
+		return true;
+	if (!tier_store_gate_timed_out(o->os->c.base, o->gate[0]) &&
+	    !tier_store_gate_timed_out(o->os->c.cache, o->gate[1]))
+		return false;
+	o->unsafe = true;
+	tier_rbd_set_unsafe(o->rb);
+	olog(o->os, TIER_LOG_ERROR, "image %s: a write to it timed out (op_timeout) and may "
+	     "still reach the pool; it is never handed over from now on: a tierd that asks for "
+	     "it blocklists this one first (`tierctl acquire %s --force` there, if nobody asks)",
+	     o->name, o->name);
+	return true;
+}
+
 static void step(struct owner *o)
 {
 	struct tierd_owners *os = o->os;
@@ -319,6 +344,7 @@ static void step(struct owner *o)
 	case TIERD_OWN_OWNED:
 		if (need_check(o, false))
 			return;
+		is_unsafe(o);   /* answers "fence-me" from now on */
 		if (tier_rbd_take_request(o->rb) || o->want) {
 			size_t n;
 
@@ -344,7 +370,8 @@ static void step(struct owner *o)
 		if (now < o->next_try_ms)
 			return;
 		gates(o, TIER_STORE_GATE_HOLD);
-		run_job(o, JOB_RELEASE);
+		if (!is_unsafe(o))
+			run_job(o, JOB_RELEASE);
 		break;
 	case TIERD_OWN_STANDBY:
 		tier_rbd_take_request(o->rb);
@@ -455,6 +482,7 @@ int tierd_owners_state(struct tierd_owners *os, const char *name, struct tierd_o
 	out->handoffs = o->handoffs;
 	out->takeovers = o->takeovers;
 	out->lock_handoff = o->handoff;
+	out->write_timed_out = o->unsafe;
 	snprintf(out->holder, sizeof(out->holder), "%s",
 		 o->state == TIERD_OWN_OWNED ? o->rb->cookie : o->rb->holder);
 	return 0;

@@ -44,6 +44,7 @@ struct tierd_own_info {
 	enum tierd_own state;
 	bool lock_handoff;         /* on_request */
 	uint64_t handoffs, takeovers;
+	bool write_timed_out;      /* never unlocked: only a fence takes it (tier_rbd_set_unsafe) */
 	char holder[480];          /* owned: our cookie; else who holds the lock */
 };
 

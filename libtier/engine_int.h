@@ -194,6 +194,7 @@ struct tier_image {
 	uint64_t *known;                /* loading (lazily): objects whose map entry, or its
 					   absence, is decided; NULL: loaded, or not lazy */
 	uint64_t *probing;              /* loading: a probe or a discard in flight decides */
+	uint64_t t_load_ns;             /* engine clock when the load started */
 };
 
 struct tier_engine {

@@ -107,8 +107,11 @@ static void image_loaded(struct tier_image *img, int rc)
 		tier__log(e, TIER_LOG_ERROR, "image %s: rebuild from the cache pool failed: %s",
 			  img->name, strerror(-rc));
 	else
-		tier__log(e, TIER_LOG_INFO, "image %s: %llu cached objects (%llu dirty)", img->name,
-			  (unsigned long long)img->n_cached, (unsigned long long)img->n_dirty);
+		tier__log(e, TIER_LOG_INFO, "image %s: %llu cached objects (%llu dirty), map "
+			  "loaded in %.2f s (%llu probed for requests meanwhile)", img->name,
+			  (unsigned long long)img->n_cached, (unsigned long long)img->n_dirty,
+			  (double)(tier__eng_now_ns(e) - img->t_load_ns) / 1e9,
+			  (unsigned long long)img->st.load_probes);
 	while ((r = img->pend_head)) {
 		img->pend_head = r->next;
 		img->n_pend--;
@@ -491,6 +494,7 @@ static int start_rebuild(struct tier_image *img)
 	img->ready = 0;
 	img->rb_inflight = 0;
 	img->next_name = 0;
+	img->t_load_ns = tier__eng_now_ns(e);
 	lazy_end(img);
 	if (img->nobjs <= LAZY_MAX_OBJS) {   /* without them, requests wait for the whole scan */
 		img->known = calloc((img->nobjs + 63) / 64, 8);

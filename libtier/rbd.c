@@ -152,6 +152,7 @@ struct tier_rbd_watch {
 	atomic_int werr;           /* the same, for tier_rbd_take_watch_error */
 	atomic_bool owner;         /* the lock is ours: answer release requests */
 	atomic_bool handoff;       /* answer them "releasing" (else "never") */
+	atomic_bool unsafe;        /* answer them "fence-me" (tier_rbd_set_unsafe) */
 	atomic_int requests;       /* release requests not yet taken */
 	_Atomic(void (*)(void *, int)) event;   /* set and cleared while the watch runs */
 	_Atomic(void *) event_arg;
@@ -204,6 +205,7 @@ static bool cookie_is_stale(const char *cookie)
 #define ANS_RELEASING "releasing"
 #define ANS_NEVER     "never"
 #define ANS_STANDBY   "standby"
+#define ANS_FENCE     "fence-me"   /* the owner's writes may still land: blocklist it */
 
 static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
 		     void *data, size_t len)
@@ -222,6 +224,8 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 	if (len == strlen(REQ_PAYLOAD) && !memcmp(data, REQ_PAYLOAD, len)) {
 		if (!atomic_load(&w->owner)) {
 			ans = ANS_STANDBY;
+		} else if (atomic_load(&w->unsafe)) {
+			ans = ANS_FENCE;
 		} else if (!atomic_load(&w->handoff)) {
 			ans = ANS_NEVER;
 		} else {
@@ -717,6 +721,12 @@ void tier_rbd_set_events(struct tier_rbd_image *img, bool handoff,
 	atomic_store(&img->watch->handoff, handoff);
 }
 
+void tier_rbd_set_unsafe(struct tier_rbd_image *img)
+{
+	if (img && img->watch)
+		atomic_store(&img->watch->unsafe, true);
+}
+
 void tier_rbd_flush_events(struct tier_rados *r)
 {
 	if (r)
@@ -794,7 +804,7 @@ int tier_rbd_release(struct tier_rbd_image *img)
 	return rc == -ENOENT ? 0 : rc;
 }
 
-enum ask { ASK_RELEASING, ASK_NEVER, ASK_SILENT, ASK_GONE };
+enum ask { ASK_RELEASING, ASK_NEVER, ASK_SILENT, ASK_GONE, ASK_FENCE };
 
 /* Ask the holder (gid) to release: what its watch answered, if it has one. */
 static enum ask ask_holder(struct tier_rbd_watch *w, uint64_t gid, uint32_t notify_ms)
@@ -819,6 +829,9 @@ static enum ask ask_holder(struct tier_rbd_watch *w, uint64_t gid, uint32_t noti
 		if (acks[i].payload_len == strlen(ANS_NEVER) &&
 		    !memcmp(acks[i].payload, ANS_NEVER, acks[i].payload_len))
 			a = ASK_NEVER;
+		else if (acks[i].payload_len == strlen(ANS_FENCE) &&
+			 !memcmp(acks[i].payload, ANS_FENCE, acks[i].payload_len))
+			a = ASK_FENCE;
 		else if (acks[i].payload_len == strlen(ANS_RELEASING) &&
 			 !memcmp(acks[i].payload, ANS_RELEASING, acks[i].payload_len))
 			a = ASK_RELEASING;
@@ -906,10 +919,13 @@ int tier_rbd_acquire(struct tier_rados *r, struct tier_rbd_image *img, unsigned 
 			 * ASK_GONE: the holder has no watch on the header: dead, cut
 			 * off, or re-registering it (an OSD restart, a remap): ask
 			 * once more a second later before fencing a whole client.
+			 * ASK_FENCE: it says its writes may still land: fence it.
 			 */
-			usleep(1000000);
-			a = ask_holder(w, h.gid, notify_ms);
-			if (a != ASK_GONE) {
+			if (a == ASK_GONE) {
+				usleep(1000000);
+				a = ask_holder(w, h.gid, notify_ms);
+			}
+			if (a != ASK_GONE && a != ASK_FENCE) {
 				snprintf(err, errlen, "%s holds %s; its watch came back", img->holder,
 					 w->oid);
 				return -EAGAIN;

@@ -68,9 +68,9 @@ int tier_rbd_open(struct tier_rados *r, const char *pool, const char *image,
  * img->holder names it).  The rest block (a worker thread's, or start-up).
  *
  * tier_rbd_acquire asks the holder to hand the image over (a notify on the
- * header that a tierd owner answers "releasing" or "never"), and takes the
+ * header that a tierd owner answers "releasing", "never" or "fence-me"), and takes the
  * lock once it is free.  A holder whose watch is gone (dead, or hung past
- * osd_client_watch_timeout), a dead tierd of this host, or any holder with
+ * osd_client_watch_timeout), one that answers "fence-me", a dead tierd of this host, or any holder with
  * TIER_RBD_FORCE, is fenced first: its address blocklisted for
  * `blocklist_s`, the OSD map that carries it awaited, the locker read again
  * (another breaker may have won), and only then its lock broken.  Never a
@@ -101,6 +101,12 @@ int tier_rbd_rewatch(struct tier_rbd_image *img);
 enum { TIER_RBD_EV_REQUEST = 1, TIER_RBD_EV_WATCH_ERR = 2 };
 void tier_rbd_set_events(struct tier_rbd_image *img, bool handoff,
 			 void (*event)(void *arg, int ev), void *arg);
+/*
+ * The owner cannot hand the image over safely (a write of it timed out and
+ * may still reach the pool): release requests are answered "fence-me", and
+ * the asker blocklists this client before it breaks the lock.  Sticky.
+ */
+void tier_rbd_set_unsafe(struct tier_rbd_image *img);
 /* Wait until no watch callback runs (after tier_rbd_set_events(.., NULL, ..)). */
 void tier_rbd_flush_events(struct tier_rados *r);
 /* 1 once per release request since the last call (the owner's), else 0. */

@@ -244,6 +244,13 @@ enum tier_store_gate tier_store_gate_get(const struct tier_store *st, int gate);
  * after its blocklist expired.  0 removes the lease.  Owner thread.
  */
 void tier_store_gate_lease(struct tier_store *st, int gate, uint64_t until_ns);
+/*
+ * A write to the gate's objects failed with -ETIMEDOUT (op_timeout): it was
+ * given up on here but may still reach the pool later, so the image cannot
+ * be handed to another client safely; that one must blocklist this one
+ * first.  Sticky.  Any thread.
+ */
+bool tier_store_gate_timed_out(const struct tier_store *st, int gate);
 uint64_t tier_now_ns(void);
 /* Ops failed by a fenced gate, and ops the backend failed with -ESHUTDOWN
  * (librados' -EBLOCKLISTED: this client was fenced by another). */

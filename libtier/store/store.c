@@ -36,6 +36,7 @@ struct tier_store {
 		char prefix[TIER_OID_MAX];
 		size_t len;
 		atomic_int state;          /* enum tier_store_gate */
+		atomic_bool timed_out;     /* a write to its objects timed out: it may still land */
 		uint64_t lease_ns;         /* OPEN until then (tier__now_ns), 0: no lease */
 		struct tier_store_op *held_head, *held_tail;
 	} gates[TIER_STORE_GATES];
@@ -362,6 +363,7 @@ int tier_store_gate_add(struct tier_store *st, const char *prefix)
 	snprintf(g->prefix, sizeof(g->prefix), "%s", prefix);
 	g->len = strlen(prefix);
 	atomic_store(&g->state, TIER_STORE_GATE_OPEN);
+	atomic_store(&g->timed_out, false);
 	g->held_head = g->held_tail = NULL;
 	return (int)st->n_gates++;
 }
@@ -420,6 +422,13 @@ void tier_store_gate_set(struct tier_store *st, int gate, enum tier_store_gate w
 		else
 			store_dispatch(st, op);
 	}
+}
+
+bool tier_store_gate_timed_out(const struct tier_store *st, int gate)
+{
+	if (!st || gate < 0 || (unsigned)gate >= st->n_gates)
+		return false;
+	return atomic_load(&((struct tier_store *)st)->gates[gate].timed_out);
 }
 
 uint64_t tier_store_fenced_ops(const struct tier_store *st)
@@ -507,10 +516,26 @@ int tier_store_fail(struct tier_store *st, struct tier_store_op *op, int err)
 	return 0;
 }
 
+/* A write (anything but READ, STAT, LIST, SCAN) whose result is unknown taints its gate. */
+static void gate_taint(struct tier_store *st, const struct tier_store_op *op)
+{
+	if (op->opcode == TIER_STORE_READ || op->opcode == TIER_STORE_STAT ||
+	    op->opcode == TIER_STORE_LIST || op->opcode == TIER_STORE_SCAN)
+		return;
+	for (unsigned i = 0; i < st->n_gates; i++) {
+		struct store_gate *g = &st->gates[i];
+
+		if (!g->len || (!strncmp(op->oid, g->prefix, g->len) && op->oid[g->len] == '.'))
+			atomic_store(&g->timed_out, true);
+	}
+}
+
 void tier__store_complete(struct tier_store_op *op, int result)
 {
 	if (result == -ESHUTDOWN)   /* librados' EBLOCKLISTED: fenced by another client */
 		atomic_store(&op->store->blocklisted, true);
+	else if (result == -ETIMEDOUT && op->store)
+		gate_taint(op->store, op);
 	op->result = result;
 	tier__cq_push(op->store->cq, op);
 }

@@ -22,6 +22,11 @@
 #             (TIERD_TEST_NO_SELF_FENCE=1): the blocklist refuses the late write
 #   control   negative control: neither (TIERD_TEST_NO_BLOCKLIST=1 too): the
 #             late write lands
+#   timeout   a write of the owner times out (op_timeout 2 s, the cache OSD
+#             stopped): asked for the image, the owner answers "fence-me"
+#             instead of unlocking, and the asker blocklists it before it
+#             takes the lock (without the rule: a cooperative unlock, no
+#             blocklist entry: the check fails)
 #   qemu      qemu-io with reconnect-delay rides over a handoff away from
 #             its tierd and back; without it, it fails (the control)
 #   shared    a tierd of another image starts beside them on the same cache
@@ -94,7 +99,7 @@ conf = $WORK/ceph.conf
 client_name = client.admin
 base_pool = base
 cache_pool = cache
-op_timeout = 20s
+op_timeout = ${OPT:-20s}
 [tier]
 hit_set_period = 1s
 [image.disk]
@@ -340,6 +345,33 @@ got=$(R 60 $PY "$WORK/io.py" read b 16384)
 [ "$got" = race ] && ok "race: the dead owner's acknowledged write reads back" || bad "race: read '$got'"
 in_blocklist "$A_ADDR" && ok "race: the dead owner ($A_ADDR) is blocklisted" ||
 	bad "race: the dead owner ($A_ADDR) is not in the blocklist"
+
+# ================================================================ timeout
+log "== timeout: a write of the owner timed out: fenced, never unlocked"
+OSD1=$(cat "$(dirname "$CEPH_CONF")/run/osd.1.pid" 2>/dev/null || true)
+if [ -z "$OSD1" ] || ! kill -0 "$OSD1" 2>/dev/null; then
+	echo "skip - timeout: no running osd.1 (the cache pool's OSD) in $(dirname "$CEPH_CONF")/run"
+else
+	OPT=2s start a; start b
+	R 60 $PY "$WORK/io.py" write a 0 t1
+	R 30 "$TIERCTL" --socket "$WORK/a.asok" promote disk 0 4M >/dev/null
+	for _ in $(seq 1 50); do
+		R 10 "$TIERCTL" --socket "$WORK/a.asok" status 2>/dev/null | grep -Eq '"cached_objects": ?[1-9]' && break
+		sleep 0.1
+	done
+	A_ADDR=$(lock_addr)
+	kill -STOP "$OSD1"
+	R 30 $PY "$WORK/io.py" write a 0 t2 >/dev/null 2>&1 || true
+	kill -CONT "$OSD1"
+	unsafe=$(count_of a write_timed_out)
+	got=$(R 90 $PY "$WORK/io.py" read b 0)
+	if [ "$unsafe" = True ] && [ "$(owner_of b)" = owned ] && in_blocklist "$A_ADDR"; then
+		ok "timeout: a ($A_ADDR) had a timed-out write; b blocklisted it before taking the image (reads '$got')"
+	else
+		bad "timeout: write_timed_out '$unsafe', b is $(owner_of b), a in blocklist: $(in_blocklist "$A_ADDR" && echo yes || echo no)"
+	fi
+	stop9 a; stop9 b
+fi
 
 # ================================================================ qemu
 # the client recipe (docs/OPERATIONS.md): qemu's nbd driver with

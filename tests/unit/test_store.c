@@ -954,6 +954,41 @@ static void test_blocklisted_seen(void **state)
 	assert_true(tier_store_blocklisted(f->st));
 }
 
+/*
+ * A write that timed out taints its image's gate (it may still land: the
+ * owner must never unlock the image, only be fenced); a read, or another
+ * image's write, that timed out does not.
+ */
+static void test_gate_timed_out(void **state)
+{
+	struct fx *f = *state;
+	struct tier_store_op op;
+	struct tier_store_fault fault = { .err = ETIMEDOUT, .fail_nth = 1 };
+	char a[8] = "AAAAAAA", got[8];
+	int g = tier_store_gate_add(f->st, "rbd_data.img4");
+	int g2 = tier_store_gate_add(f->st, "rbd_data.img5");
+
+	tier_store_set_fault(f->st, &fault);
+	mk(&op, TIER_STORE_READ, "rbd_data.img4.0000000000000000");
+	op.len = sizeof(got); op.buf = got;
+	assert_int_equal(run(f, &op), -ETIMEDOUT);
+	assert_false(tier_store_gate_timed_out(f->st, g));
+	tier_store_set_fault(f->st, &fault);
+	mk(&op, TIER_STORE_WRITE, "rbd_data.img4.0000000000000000");
+	op.len = sizeof(a); op.buf = a;
+	assert_int_equal(run(f, &op), -ETIMEDOUT);
+	assert_true(tier_store_gate_timed_out(f->st, g));
+	assert_false(tier_store_gate_timed_out(f->st, g2));
+	tier_store_set_fault(f->st, &fault);
+	mk(&op, TIER_STORE_REMOVE, "rbd_data.img5.0000000000000000");
+	assert_int_equal(run(f, &op), -ETIMEDOUT);
+	assert_true(tier_store_gate_timed_out(f->st, g2));
+	tier_store_set_fault(f->st, NULL);
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_HOLD);
+	tier_store_gate_set(f->st, g, TIER_STORE_GATE_OPEN);
+	assert_true(tier_store_gate_timed_out(f->st, g));   /* sticky */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -961,6 +996,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gate_hold_then_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gate_fence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gate_lease, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gate_timed_out, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_blocklisted_seen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_absent_is_enoent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_zero_and_remove, setup, teardown),
