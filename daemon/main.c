@@ -479,8 +479,8 @@ static int stranded_check(struct tierd *d, const struct resolved *rv)
 
 		if (!g->image && tier_rbd_prefix_owner(d->rados, d->cfg->rados_base_pool,
 						       g->prefix, who, sizeof(who)) == 1) {
-			tlog(d, TIER_LOG_INFO, "cache objects %s.*: %zu, of an RBD image whose lock "
-			     "%s holds (another tierd's): left alone", g->prefix, g->n, who);
+			tlog(d, TIER_LOG_INFO, "cache objects %s.*: %zu, of an RBD image in use "
+			     "elsewhere (lock holder: %s): left alone", g->prefix, g->n, who);
 			tier_stranded_drop_group(r, i);
 			continue;
 		}

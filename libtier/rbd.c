@@ -940,6 +940,34 @@ int tier_rbd_acquire(struct tier_rados *r, struct tier_rbd_image *img, unsigned 
 	return -EAGAIN;
 }
 
+/*
+ * Does any client watch the header?  A notify nobody acts on ("tierd-who
+ * v1": tierds and librbd acknowledge what they do not know): its answers
+ * and timeouts name every watcher.
+ */
+#define WHO_PAYLOAD "tierd-who v1"
+static bool header_watched(rados_ioctx_t io, const char *oid)
+{
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t n_acks = 0, n_tos = 0, len = 0;
+	char *reply = NULL;
+	int rc;
+
+	rc = rados_notify2(io, oid, WHO_PAYLOAD, (int)strlen(WHO_PAYLOAD), 3000, &reply, &len);
+	if (rc == -ENOENT)
+		return false;   /* no such image */
+	if (!reply)
+		return rc != 0;   /* cannot tell: say watched (what is left alone is safe) */
+	if (rados_decode_notify_response(reply, len, &acks, &n_acks, &tos, &n_tos) < 0) {
+		rados_buffer_free(reply);
+		return true;
+	}
+	rados_free_notify_response(acks, n_acks, tos);
+	rados_buffer_free(reply);
+	return n_acks + n_tos > 0;
+}
+
 int tier_rbd_prefix_owner(struct tier_rados *r, const char *pool, const char *prefix,
 			  char *who, size_t wholen)
 {
@@ -955,10 +983,17 @@ int tier_rbd_prefix_owner(struct tier_rados *r, const char *pool, const char *pr
 	if (rc < 0)
 		return rc;
 	rc = read_holder(io, oid, LOCK_NAME, &h);
-	rados_ioctx_destroy(io);
 	if (rc == 1 && h.gid == rados_get_instance_id(tier__rados_cluster(r)))
-		return 0;
-	if (rc == 1 && who)
+		rc = 0;
+	else if (rc == 1 && who)
 		describe_holder(&h, who, wholen);
+	else if (rc == 0 && header_watched(io, oid)) {
+		/* unlocked between two tierds' handoff (or an RBD client has it open) */
+		if (who)
+			snprintf(who, wholen, "nobody (its header is watched: a handoff between "
+				 "tierds, or an RBD client)");
+		rc = 1;
+	}
+	rados_ioctx_destroy(io);
 	return rc;
 }

@@ -118,8 +118,9 @@ int tier_rbd_watch_age_ms(struct tier_rbd_image *img);
 /*
  * Whose are the objects "<prefix>.*" of pool's RBD image with that object
  * prefix ("rbd_data.<id>")?  1: the image's header is locked by another
- * client (who names it): another tierd serves it, or will take it over;
- * 0: no such image or no lock; -errno.
+ * client (who names it), or unlocked but watched (a handoff between tierds
+ * at that instant, or an RBD client): another serves it, or will take it
+ * over; 0: no such image, or nobody locks or watches it; -errno.
  */
 int tier_rbd_prefix_owner(struct tier_rados *r, const char *pool, const char *prefix,
 			  char *who, size_t wholen);

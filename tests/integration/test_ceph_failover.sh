@@ -419,7 +419,7 @@ for _ in $(seq 1 300); do
 	kill -0 "${PID[d]}" 2>/dev/null || break
 	sleep 0.1
 done
-if [ "$(owner_of d)" = owned ] && grep -q "$PFX.\*: .* of an RBD image whose lock client\.[0-9]* .* holds (another tierd's): left alone" "$WORK/d.log"; then
+if [ "$(owner_of d)" = owned ] && grep -q "$PFX.\*: .* of an RBD image in use elsewhere (lock holder: client\.[0-9]* .*): left alone" "$WORK/d.log"; then
 	ok "shared: the other image's tierd starts and leaves the owned image's cache objects alone"
 else
 	bad "shared: d is '$(owner_of d)': $(grep -i "stranded\|left alone\|refused" "$WORK/d.log" | head -3)"
