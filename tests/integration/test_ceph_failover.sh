@@ -352,6 +352,7 @@ OSD1=$(cat "$(dirname "$CEPH_CONF")/run/osd.1.pid" 2>/dev/null || true)
 if [ -z "$OSD1" ] || ! kill -0 "$OSD1" 2>/dev/null; then
 	echo "skip - timeout: no running osd.1 (the cache pool's OSD) in $(dirname "$CEPH_CONF")/run"
 else
+	stop9 b; stop9 c
 	OPT=2s start a; start b
 	R 60 $PY "$WORK/io.py" write a 0 t1
 	R 30 "$TIERCTL" --socket "$WORK/a.asok" promote disk 0 4M >/dev/null
