@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/sysmacros.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -132,7 +133,6 @@ static long peer_of(int fd, char *comm, size_t cap)
 
 static void probe_data_dir(struct probe *p, const char *dir)
 {
-	static const char *const subs[] = { "base", "cache" };
 	char path[PATH_MAX], parent[PATH_MAX], holder[32] = "";
 	struct stat st;
 	ssize_t n;
@@ -158,14 +158,6 @@ static void probe_data_dir(struct probe *p, const char *dir)
 		    "this user can write)", dir, strerror(-rc));
 		return;
 	}
-	for (size_t i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
-		if (stat(path, &st) < 0 && errno == ENOENT)
-			continue;
-		rc = dir_writable(path);
-		if (rc < 0)
-			BAD(p, "data_dir", "%s pool %s: %s", subs[i], path, strerror(-rc));
-	}
 	snprintf(path, sizeof(path), "%s/tierd.lock", dir);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
@@ -189,6 +181,102 @@ static void probe_data_dir(struct probe *p, const char *dir)
 		OK(p, "data_dir", "%s (writable)", dir);
 	}
 	close(fd);
+}
+
+/* ---- [local] base_dir, cache_dir: each pool's directory and device ---- */
+
+struct fs_info {
+	dev_t dev;
+	char type[32], source[256], mnt[PATH_MAX];
+};
+
+/*
+ * The filesystem path is on (the deepest mount of /proc/self/mountinfo with
+ * its device): path, or the nearest ancestor that exists (created at start).
+ */
+static int fs_of(const char *path, char *at, size_t atlen, struct fs_info *fi)
+{
+	char line[8192], mnt[PATH_MAX], type[32], source[256];
+	unsigned maj, mnr;
+	struct stat st;
+	size_t best = 0;
+	FILE *f;
+
+	snprintf(at, atlen, "%s", path);
+	while (stat(at, &st) < 0) {
+		char up[PATH_MAX];
+
+		if (errno != ENOENT || !strcmp(at, "/") || !strcmp(at, "."))
+			return -errno;
+		parent_of(at, up, sizeof(up));
+		snprintf(at, atlen, "%s", up);
+	}
+	memset(fi, 0, sizeof(*fi));
+	fi->dev = st.st_dev;
+	snprintf(fi->type, sizeof(fi->type), "?");
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		const char *dash = strstr(line, " - ");
+		size_t ml;
+
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - TYPE SOURCE OPTIONS */
+		if (!dash || sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &mnr, mnt) != 3 ||
+		    sscanf(dash + 3, "%31s %255s", type, source) != 2 ||
+		    makedev(maj, mnr) != st.st_dev)
+			continue;
+		ml = strlen(mnt);
+		if (ml >= best) {
+			best = ml;
+			snprintf(fi->type, sizeof(fi->type), "%s", type);
+			snprintf(fi->source, sizeof(fi->source), "%s", source);
+			snprintf(fi->mnt, sizeof(fi->mnt), "%s", mnt);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static void probe_pools(struct probe *p, const struct tierd_config *c)
+{
+	static const char *const what[2] = { "base_dir", "cache_dir" };
+	static const char *const pool[2] = { "base", "cache" };
+	const struct tier_devmodel_params *m[2] = { &c->base_model, &c->cache_model };
+	struct fs_info fi[2];
+	char dir[PATH_MAX], at[PATH_MAX];
+	bool known[2] = { false, false };
+	int rc;
+
+	for (int i = 0; i < 2; i++) {
+		tierd_config_pool_dir(c, i == 1, dir, sizeof(dir));
+		rc = fs_of(dir, at, sizeof(at), &fi[i]);
+		if (rc < 0) {
+			BAD(p, what[i], "%s pool %s: %s", pool[i], dir, strerror(-rc));
+			continue;
+		}
+		rc = dir_writable(at);
+		if (rc < 0) {
+			BAD(p, what[i], "%s pool %s: %s%s: %s", pool[i], dir, strcmp(at, dir) ?
+			    "it does not exist, and cannot be created in " : "", strcmp(at, dir) ?
+			    at : "", strerror(-rc));
+			continue;
+		}
+		known[i] = true;
+		OK(p, what[i], "%s pool %s%s: %s filesystem on %s (mounted at %s, device %u:%u)%s",
+		   pool[i], dir, strcmp(at, dir) ? " (created at start)" : "", fi[i].type,
+		   fi[i].source[0] ? fi[i].source : "?", fi[i].mnt[0] ? fi[i].mnt : "?",
+		   major(fi[i].dev), minor(fi[i].dev),
+		   m[i]->read_latency_us || m[i]->write_latency_us || m[i]->bandwidth ||
+		   m[i]->queue_depth ? "; a device model slows it down (its profile and "
+		   "overrides: for demos, benchmarks and tests)" : "");
+	}
+	if (known[0] && known[1] && fi[0].dev == fi[1].dev)
+		NOTE(p, "cache_dir", "both pools are on one filesystem (%s, %s): %s", fi[1].type,
+		     fi[1].source[0] ? fi[1].source : "?",
+		     memcmp(m[0], m[1], sizeof(*m[0])) ? "only the device models make them differ" :
+		     "the cache pool is no faster than the base pool, so caching gains nothing; "
+		     "put cache_dir on the fast device");
 }
 
 /* ---- unix sockets: listeners and the admin socket ---- */
@@ -468,8 +556,10 @@ int tierd_check_probe(const struct tierd_config *c, FILE *out, FILE *err)
 	struct probe p = { .out = out, .err = err };
 	char what[32];
 
-	if (c->backend == TIERD_BACKEND_LOCAL)
+	if (c->backend == TIERD_BACKEND_LOCAL) {
 		probe_data_dir(&p, c->data_dir ? c->data_dir : "/var/lib/tierd");
+		probe_pools(&p, c);
+	}
 	if (c->admin_socket && c->admin_socket[0])
 		probe_unix(&p, "admin_socket", c->admin_socket);
 	for (size_t i = 0; i < c->n_listen; i++) {

@@ -110,6 +110,8 @@ static const struct kdesc global_keys[] = {
 
 static const struct kdesc local_keys[] = {
 	CFG("data_dir", T_STR, data_dir, 0, 0),
+	CFG("base_dir", T_STR_OPT, base_dir, 0, 0),
+	CFG("cache_dir", T_STR_OPT, cache_dir, 0, 0),
 	CFG("direct_io", T_BOOL, direct_io, 0, 0),
 	OVR("base_profile", T_PROFILE, B_BASE_OVR, profile, 0, 0),
 	OVR("base_latency_us", T_U64, B_BASE_OVR, lat, 0, LAT_MAX),
@@ -833,6 +835,15 @@ static void cross_check(struct parse_ctx *x)
 	if (c->n_listen == 0)
 		fail(x, 0, "global", "listen", -EINVAL, "at least one address is required");
 	security_check(x);
+	if (c->backend == TIERD_BACKEND_LOCAL) {
+		char b[4096], k[4096];
+
+		tierd_config_pool_dir(c, false, b, sizeof(b));
+		tierd_config_pool_dir(c, true, k, sizeof(k));
+		if (!strcmp(b, k))
+			fail(x, 0, "local", "cache_dir", -EINVAL, "%s is the base pool's directory "
+			     "too (allowed: one directory per pool)", k);
+	}
 	for (size_t i = 0; i < c->n_images; i++) {
 		struct tierd_image_cfg *img = &c->images[i];
 		int line = x->image_line[i];
@@ -883,8 +894,9 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->threads = 1;
 	c->busy_poll_us = 100;
 	c->data_dir = xstrdup("/var/lib/tierd");
-	tier_devmodel_profile("hdd", &c->base_model);
-	tier_devmodel_profile("ssd", &c->cache_model);
+	/* real speed: device models are for demos, benchmarks and tests, asked for */
+	tier_devmodel_profile("none", &c->base_model);
+	tier_devmodel_profile("none", &c->cache_model);
 	c->direct_io = false;
 	c->rados_conf = xstrdup("/etc/ceph/ceph.conf");
 	c->rados_client_name = xstrdup("client.admin");
@@ -892,6 +904,17 @@ void tierd_config_defaults(struct tierd_config *c)
 	c->rados_cache_pool = xstrdup("rbd-cache");
 	c->rados_op_timeout_ms = 30000;
 	tier_params_default(&c->tier);
+}
+
+void tierd_config_pool_dir(const struct tierd_config *c, bool cache, char *buf, size_t len)
+{
+	const char *d = cache ? c->cache_dir : c->base_dir;
+
+	if (d && *d)
+		snprintf(buf, len, "%s", d);
+	else
+		snprintf(buf, len, "%s/%s", c->data_dir ? c->data_dir : "/var/lib/tierd",
+			 cache ? "cache" : "base");
 }
 
 void tierd_config_free(struct tierd_config *c)
@@ -908,6 +931,8 @@ void tierd_config_free(struct tierd_config *c)
 	free(c->tls_priority);
 	free(c->socket_group);
 	free(c->data_dir);
+	free(c->base_dir);
+	free(c->cache_dir);
 	free(c->rados_conf);
 	free(c->rados_client_name);
 	free(c->rados_keyring);
@@ -1051,7 +1076,7 @@ static void key_text(const struct tierd_config *c, const struct kdesc *d, char *
 	def[0] = allowed[0] = '\0';
 	if (d->base == B_BASE_OVR || d->base == B_CACHE_OVR) {
 		if (d->t == T_PROFILE) {
-			snprintf(def, dlen, "%s", d->base == B_BASE_OVR ? "hdd" : "ssd");
+			snprintf(def, dlen, "none");
 			snprintf(allowed, alen, "hdd|hdd-journal|ssd|none");
 		} else {
 			snprintf(def, dlen, "from the profile");
@@ -1106,6 +1131,8 @@ static void key_text(const struct tierd_config *c, const struct kdesc *d, char *
 	case T_ADDR_OPT:
 	case T_CLIENT:
 		s = *(char *const *)f;
+		if (f == (const void *)&c->base_dir || f == (const void *)&c->cache_dir)
+			s = f == (const void *)&c->base_dir ? "DATA_DIR/base" : "DATA_DIR/cache";
 		snprintf(def, dlen, "%s", s ? s : "");
 		snprintf(allowed, alen, "%s",
 			 d->t == T_SOCK ? "a unix socket path" :

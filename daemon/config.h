@@ -59,6 +59,7 @@ struct tierd_config {
 	uint32_t threads;                 /* 1 (default) = one loop; >1: NBD I/O thread; 0 = the number of cores */
 	/* [local] */
 	char *data_dir;
+	char *base_dir, *cache_dir;       /* NULL: data_dir/base, data_dir/cache */
 	struct tier_devmodel_params base_model, cache_model;
 	bool direct_io;
 	/* [rados] */
@@ -79,6 +80,8 @@ struct tierd_config {
  * Parse path.  Returns 0 and *out (free with tierd_config_free), or -errno
  * with a human message in err ("FILE:LINE: key 'x': ...").
  */
+/* The directory of the local backend's base (cache false) or cache pool. */
+void tierd_config_pool_dir(const struct tierd_config *c, bool cache, char *buf, size_t len);
 int tierd_config_load(const char *path, struct tierd_config **out,
 		      char *err, size_t errlen);
 void tierd_config_free(struct tierd_config *c);   /* NULL ok */

@@ -200,7 +200,7 @@ static int create_local_stores(struct tierd *d)
 	char dir[4096];
 	int rc;
 
-	snprintf(dir, sizeof(dir), "%s/base", c->data_dir);
+	tierd_config_pool_dir(c, false, dir, sizeof(dir));
 	o.dir = dir;
 	o.model = c->base_model;
 	o.direct_io = c->direct_io;
@@ -209,7 +209,7 @@ static int create_local_stores(struct tierd *d)
 		tlog(d, TIER_LOG_ERROR, "base pool %s: %s", dir, strerror(-rc));
 		return rc;
 	}
-	snprintf(dir, sizeof(dir), "%s/cache", c->data_dir);
+	tierd_config_pool_dir(c, true, dir, sizeof(dir));
 	o.model = c->cache_model;
 	rc = tier_store_local_create("cache", &o, d->cq, &d->cache);
 	if (rc < 0)
@@ -815,6 +815,10 @@ static void warn_restart_only(struct tierd *d, const struct tierd_config *o,
 		tlog(d, TIER_LOG_WARN, "reload: data_dir changes at the next restart");
 		pending_key(pend, cap, "data_dir");
 	}
+	if (str_differs(o->base_dir, n->base_dir) || str_differs(o->cache_dir, n->cache_dir)) {
+		tlog(d, TIER_LOG_WARN, "reload: base_dir and cache_dir change at the next restart");
+		pending_key(pend, cap, "local.base_dir/cache_dir");
+	}
 	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		const char *a = *(char *const *)(const void *)((const char *)o + strs[i].off);
 		const char *b = *(char *const *)(const void *)((const char *)n + strs[i].off);
@@ -929,6 +933,12 @@ static int do_reload(struct tierd *d, char *err, size_t errlen, char *pend, size
 			nc->data_dir = old->data_dir;
 			old->data_dir = NULL;
 		}
+		/* and so do the pools' directories */
+		free(nc->base_dir);
+		free(nc->cache_dir);
+		nc->base_dir = old->base_dir;
+		nc->cache_dir = old->cache_dir;
+		old->base_dir = old->cache_dir = NULL;
 		tierd_config_free(old);
 	}
 	return 0;

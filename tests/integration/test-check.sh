@@ -52,6 +52,20 @@ expect 0 "check: ok: data_dir: $WORK/data does not exist yet" "127.0.0.1:$PORT (
 [ ! -e "$WORK/data" ] || fail "--check created data_dir"
 echo "ok: a good config passes, nothing created"
 
+# each pool's directory: its filesystem and device; one device for both is noted
+expect 0 "check: ok: base_dir: base pool $WORK/data/base (created at start): " \
+	"check: note: cache_dir: both pools are on one filesystem"
+SHM=/dev/shm/tierd-check-$$
+conf ""
+sed -i "s|^\[local\]|[local]\ncache_dir = $SHM|" "$CONF"
+expect 0 "check: ok: cache_dir: cache pool $SHM (created at start): tmpfs filesystem on "
+! grep -q "both pools are on one filesystem" "$WORK/out" || fail "two filesystems noted as one"
+[ ! -e "$SHM" ] || fail "--check created cache_dir"
+echo "ok: base_dir and cache_dir: each pool's filesystem reported, one shared is noted"
+sed -i "s|^cache_dir = .*|cache_dir = $WORK/data/base|" "$CONF"
+expect 78 "cache_dir: $WORK/data/base is the base pool's directory too"
+echo "ok: one directory for both pools: refused"
+
 conf "" "$WORK/nope/data"
 expect 78 "tierd: check: data_dir: $WORK/nope/data does not exist and cannot be created" \
 	"1 problem(s): a start would fail"
