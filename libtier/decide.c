@@ -8,8 +8,10 @@
  * needs.  It reads the parameters (cache_mode, promote_granularity,
  * write_miss, recency, ages, ratios) and a snapshot the caller filled; it
  * never touches a store, a counter or the object.  dispatch.c, promote.c,
- * agent.c and flush.c carry the answers out.  tests/unit/test_decide.c
- * checks the routes as a table.
+ * agent.c and flush.c carry the answers out.  Each rule has an ID in
+ * docs/RULES.md (R-* routing, A-* the agent, D-* durability), cited above
+ * the code that decides it; tests/unit/test_decide.c checks the routes as
+ * a table whose rows cite the same IDs.
  */
 #include <math.h>
 #include <stddef.h>
@@ -68,11 +70,12 @@ static struct tier__decision go(enum tier__route r, const char *why)
  * worth most of what zipf0.9@25%, log@25% and vms@5/10% missed beyond an
  * LRU of blocks at the full usable size; at 0.005 the cache sat at its line
  * and whole-object fills (fill_window: room below the target) found no
- * room, loop@25% +2.8 points (docs/BENCHMARKS.md, "The policy suite").
+ * room, loop@25% +2.8 points (A-MODE-2).
  */
 #define EVICT_SLOP 0.01
 
 /*
+ * R-ADMIT-4.
  * Room for a miss without pressure: the cache (admitted bytes included) is
  * below its full target by more than the agent's hysteresis, so admitting
  * it evicts nothing now and the agent is not about to start.  The margin
@@ -87,6 +90,7 @@ static bool room_for_miss(const struct tier_params *p, const struct tier__dstate
 }
 
 /*
+ * R-ADMIT-1..5.
  * Admission of a miss, in Ceph's order: the cache mode (writeback admits
  * both, readproxy only writes, readonly only reads, proxy and none
  * nothing), a degraded cache pool, the cache at or over 100% of its target
@@ -95,14 +99,13 @@ static bool room_for_miss(const struct tier_params *p, const struct tier__dstate
  * the default): with room below the full target (room_for_miss) a miss
  * the recency rule would turn away is admitted, as with recency 0, since
  * it pushes nothing out, and every miss not cached there is one an LRU of
- * the same size would not have twice (docs/BENCHMARKS.md,
- * "The policy suite"); as the recency rule, only at a piece's first
+ * the same size would not have twice (R-ADMIT-4); as the recency rule, only at a piece's first
  * decision (offered), so a promotion failing on a sick base is not
  * retried for the same request forever.  With admission = tinylfu, once
  * the cache is at its full target (cache_target_full_ratio) a miss must
  * also be more frequent than the object it would push out (TinyLFU:
  * estimate > the victim's), so a one-off does not evict a popular object.
- * The token buckets come after (promote.c).
+ * The token buckets come after (promote.c, R-ADMIT-6).
  */
 bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *s, bool is_write)
 {
@@ -122,6 +125,7 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
 }
 
 /*
+ * R-FILL-1 (and R-FILL-2, R-FILL-3).
  * Fills (extent bitmaps): a read that needs base for part of a cached copy
  * is a read miss of those extents, admitted as a read miss of the object
  * would be (tier__decide_admit: the recency rule before this access, or the
@@ -136,17 +140,15 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * continues a stream (the stream's next read after the hint gets its own,
  * whole with room: adding streams to the hint made a scan's hint the
  * object's readahead, which on the real daemon cost a zipf load beside the
- * scan 15% of its IOPS and doubled base bytes; docs/BENCHMARKS.md,
- * "The policy suite").  GO with a hint queued adds the read's
+ * scan 15% of its IOPS and doubled base bytes).  GO with a hint queued adds the read's
  * window to the hint's extents (dispatch.c fill_hint_add): one fill, one
  * wait.  A fill running (of other extents: a read fill, or a window) does
  * not stop it: its hint waits for that fill to land.  Saying NONE there
  * left the read's extents out of the cache for good, so the next read of
  * them missed again, which an LRU of blocks (or this engine at queue depth
  * 1) would have hit: pareto@25% missed 14.47% at queue depth 16 against
- * 13.99% at depth 1 and 13.96% for the block LRU (docs/BENCHMARKS.md,
- * "The policy suite"); so did NONE beside a queued hint
- * (shift@25%).
+ * 13.99% at depth 1 and 13.96% for the block LRU (R-FILL-3); so did NONE
+ * beside a queued hint (shift@25%, R-FILL-2).
  * Otherwise skipped, and counted, when the pool is degraded, the cache
  * full (admitted bytes included) or the read not admitted (cold).  The
  * token buckets come after (promote.c), for the base reads of the fill's
@@ -173,6 +175,7 @@ enum tier__fill tier__decide_fill(const struct tier_params *p, const struct tier
 }
 
 /*
+ * R-FILL-6.
  * The cache-write budget of fills (Baleen's and CacheLib's idea: spend a
  * bounded rate of SSD writes where they save the most HDD time).  A fill
  * that reads base beyond the client's read only starts for a read miss
@@ -200,6 +203,7 @@ double tier__decide_fill_budget_cap(const struct tier_params *p)
 }
 
 /*
+ * R-FILL-5.
  * Where the budget goes: the whole object only with room for all of it
  * (it evicts nothing) and signs of spatial locality, the read continuing a
  * sequential stream (a scan, a file read through) or at least
@@ -210,7 +214,7 @@ double tier__decide_fill_budget_cap(const struct tier_params *p)
  * the cache with cold extents that whole-object eviction then kept beside
  * the hot ones (pareto@25%: 41.6% misses against 14.0% with the budget
  * alone; even Ceph's 5 MiB/s trickle of such fills cost the small caches,
- * pareto@10% 39.5% against 34.8%: docs/BENCHMARKS.md).
+ * pareto@10% 39.5% against 34.8%).
  * fill_locality_pct 0: room alone (the rule before the budget).
  */
 bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, uint64_t valid,
@@ -222,6 +226,7 @@ bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, u
 }
 
 /*
+ * R-READ-6.
  * A delayed hit: a read of extents that a fill in flight on the object
  * already brings (a read fill of another client's read, making the copy or
  * adding to it, or a fill job's window) waits for it to land and is then
@@ -233,8 +238,7 @@ bool tier__decide_fill_whole(const struct tier_params *p, bool fits, bool seq, u
  * whole-object fills cut hotscan@10%'s IOPS to 0.18x, and reads of other
  * extents that waited behind every small fill of their copy chained a
  * scan's reads one behind the other (hotscan@5% mean latency 1.5 -> 8.1
- * ms; docs/BENCHMARKS.md,
- * "The policy suite").  Never for a piece whose cache path failed
+ * ms).  Never for a piece whose cache path failed
  * (nocache): base only; nor while the cache pool is down or degraded: the
  * fill's cache write may be waiting out op_timeout, and a read with no
  * dirty byte goes to base at once (docs/DURABILITY.md, "Pool outages").
@@ -248,6 +252,7 @@ bool tier__decide_delayed_hit(const struct tier__dstate *s)
 }
 
 /*
+ * R-READ-1..7.
  * Reads never wait (but behind an exclusive op, or a small fill that
  * brings them: tier__decide_delayed_hit).  A cached copy that is not
  * being evicted serves what it holds: all of the piece (HIT), some of it
@@ -300,7 +305,7 @@ static struct tier__decision decide_read(const struct tier_params *p,
 		 * read itself does not wait: reads that did cost more than
 		 * they saved; under pressure the extra fills made full caches
 		 * swing by thousands of misses either way (hotscan@5%: the
-		 * scan's own blocks; docs/BENCHMARKS.md).
+		 * scan's own blocks).  R-READ-7.
 		 */
 		d = go(TIER__R_PROXY, "miss admitted: filled once the copy being made lands");
 		d.fill = TIER__FILL_BEHIND_COPY;
@@ -313,6 +318,7 @@ static struct tier__decision decide_read(const struct tier_params *p,
 }
 
 /*
+ * R-WRITE-2.
  * A write whose cache path failed, of a STALE object, or of a CLEAN copy in
  * readonly mode: base takes it, after the copy is made harmless.  With no
  * copy, straight to base; a DIRTY copy is flushed first (twice at most,
@@ -338,6 +344,7 @@ static struct tier__decision decide_nocache_write(const struct tier__dstate *s)
 }
 
 /*
+ * R-DROP-1.
  * A whole-object TRIM or WRITE_ZEROES of a cached copy, in an order no power
  * cut can turn into a block changing without a write (docs/DURABILITY.md):
  * CLEAN drops the copy, then base; DIRTY drops base, then the copy; DIRTY
@@ -356,6 +363,7 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
 }
 
 /*
+ * R-WRITE-1, R-WRITE-3..5, R-WMISS-1..4.
  * Writes, trims and zeroes.  They wait behind a promotion or an eviction.
  * A write counts as a hit when the copy holds what it overwrites: a cached
  * object, and in extent mode every extent of the piece, or every one it
@@ -378,7 +386,7 @@ static struct tier__decision decide_whole_drop(const struct tier__dstate *s)
  * written at once under a busy base never got a copy while its writes went
  * to base beside its reads: each kept the next one company there.  On shift over a 16G image the engine
  * settled, phase by phase, in states up to 30% apart in misses
- * (docs/BENCHMARKS.md, "The policy suite").  Beside other writes only (nproxy:
+ * (R-WMISS-3).  Beside other writes only (nproxy:
  * no read runs) it still goes to base: waiting there delays the write and
  * admits it where the cache is at its edge, for nothing a fill needs (vms
  * at 5%: +0.1-0.5% misses, p99 +6%).
@@ -442,6 +450,7 @@ static struct tier__decision decide_write_route(const struct tier_params *p,
 }
 
 /*
+ * R-FILLRUN-1.
  * While a fill runs, base and the copy's existence must hold still for it
  * (it copies base into extents the copy lacks): a write that would go to
  * base or drop the copy waits for it.  Cache writes go ahead; the fill
@@ -459,6 +468,7 @@ static struct tier__decision decide_write(const struct tier_params *p,
 }
 
 /*
+ * R-FILL-4.
  * Fill hints (queued behind a read by dispatch.c): done if there is nothing
  * left to fill (the copy is whole, gone or going, its version unknown), if
  * the mode admits no read miss (changed since the hint was queued), the
@@ -484,6 +494,7 @@ static struct tier__decision decide_fill_hint(const struct tier_params *p,
 }
 
 /*
+ * R-HINT-1.
  * CACHE hints (NBD_CMD_CACHE, admin promote, queued promotions): done if
  * the object is cached, being promoted or STALE, if the mode is none, the
  * pool degraded or the cache full (less the hint's own reservation);
@@ -502,6 +513,7 @@ static struct tier__decision decide_hint(const struct tier_params *p,
 }
 
 /*
+ * R-FIRST-1, R-FIRST-2, R-DOWN-1.
  * First, for every type: nothing starts beside an exclusive op, nor before
  * a fill whose base data is in lands (FILL_READY: it waits for the running
  * ops only, so a busy object cannot starve it).  While the
@@ -562,6 +574,7 @@ const char *tier__skip_name(enum tier__skip s)
 }
 
 /*
+ * A-FLUSH-1.
  * Flush a DIRTY object of an open image with no other job on it, not
  * cooling off after a flush it overlapped, older than cache_min_flush_age
  * (unless full or draining).  A cache write in flight is fine: the flush
@@ -583,6 +596,7 @@ enum tier__skip tier__decide_flush(const struct tier_params *p, const struct tie
 }
 
 /*
+ * A-EVICT-1.
  * Evict a CLEAN object of an open image with nothing queued or running on
  * it and a known store version (the REMOVE is guarded by it), older than
  * cache_min_evict_age (unless full or draining).  With agent_evict_dirty
@@ -611,6 +625,7 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
 }
 
 /*
+ * A-EVICT-2.
  * Extent-aware eviction: a victim of the eviction order goes whole unless
  * something in it was referenced since the agent last looked (then its hot
  * extents would go with its cold ones).  Then the copy loses only its clean
@@ -628,7 +643,7 @@ enum tier__skip tier__decide_evict(const struct tier_params *p, const struct tie
  * dirty the hand finds little to drop and comes round every few thousand
  * requests: vms@5% (100% writes, flushes bound by base) evicted 254 objects
  * whole and missed 29967 against 29869 for the block LRU, 29691 with the
- * pass (docs/BENCHMARKS.md, "The policy suite").  A copy whose dirty
+ * pass.  A copy whose dirty
  * extents are all referenced gets the second chance: passing it would keep
  * its bits, and so its extents hot and dirty, for as long as the agent
  * flushes (found in review).  With the flush idle (dirty ratios at or over
@@ -655,6 +670,7 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
 }
 
 /*
+ * A-FLUSH-2.
  * What a flush takes, with the clock on (extent mode, evict_extents = 2):
  * a WSClock's flushes.  The order offers objects coldest first, but with
  * hot extents spread over every object (a VM image's blocks; the
@@ -684,7 +700,7 @@ enum tier__evict_how tier__decide_evict_how(const struct tier_params *p,
  * first, as before; so are all when the clock is off or the agent drains.
  * vms@5% 29967 -> 26211 misses (block LRU 29869), vms@10% 16681 -> 16551
  * (16510), the suite's gmean miss/OPT 1.0080 -> 1.0000 and base busy time
- * down 1.7% (seed 1; seeds 2-4 alike: docs/BENCHMARKS.md, "The policy suite").
+ * down 1.7% (seed 1; seeds 2-4 alike).
  */
 enum tier__flush_how tier__decide_flush_how(const struct tier_params *p,
 					    const struct tier__flush_view *v)
@@ -699,6 +715,7 @@ enum tier__flush_how tier__decide_flush_how(const struct tier_params *p,
 	return v->round2 ? TIER__FLH_WHOLE : TIER__FLH_PASS;
 }
 
+/* A-MODE-1..3: the flush and evict modes from the dirty and full ratios, with hysteresis. */
 struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__modes cur,
 				      double dr, double fr, bool any_dirty, bool any_cached)
 {
@@ -715,9 +732,8 @@ struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__
 
 	/*
 	 * Full from 100% on, as admission closes (tier__decide_admit: full >=
-	 * 1.0): a cache held at exactly 100% by closed admission stayed in
-	 * "some", its flushes in low mode (docs/BENCHMARKS.md,
-	 * "The policy suite").
+	 * 1.0, R-ADMIT-2): a cache held at exactly 100% by closed admission
+	 * stayed in "some", its flushes in low mode (A-MODE-2).
 	 */
 	if (fr >= 1.0 || (cur.evict == TIER_EVICT_FULL && fr > 1.0 - AGENT_SLOP))
 		m.evict = TIER_EVICT_FULL;
@@ -744,6 +760,7 @@ struct tier__modes tier__decide_modes(const struct tier_params *p, struct tier__
 	return m;
 }
 
+/* A-TURN-1: a phase change is the recent hit ratio 10 points under the long one. */
 #define PHASE_DROP 0.10
 
 bool tier__decide_phase_change(double hit_fast, double hit_slow)
@@ -752,14 +769,14 @@ bool tier__decide_phase_change(double hit_fast, double hit_slow)
 }
 
 /*
+ * A-TURN-1.
  * A full cache turning over after a phase change: the agent keeps a
  * quarter of the client requests in flight, as agent_max_ops (4) is of a
  * queue depth of 16, at most 4x agent_max_ops and agent_max_ops + 64 (a
  * flush job holds a buffer; not for an admin drain or cache_mode none,
  * which keep agent_max_ops).  Deeper clients otherwise
  * keep the agent's few jobs at the back of the base's queue and the cache
- * full of the last phase's data, admitting nothing (docs/BENCHMARKS.md,
- * "The policy suite"); a stationary load keeps the
+ * full of the last phase's data, admitting nothing; a stationary load keeps the
  * full cache it has, which is what suits it.
  */
 static uint64_t turnover_ops(const struct tier_params *p, const struct tier__budget_in *b)
@@ -775,6 +792,7 @@ static uint64_t turnover_ops(const struct tier_params *p, const struct tier__bud
 }
 
 /*
+ * A-BUDGET-1.
  * Flushes in flight: agent_max_low_ops in low mode, agent_max_ops in high
  * mode, a drain or a full cache of dirty objects (flushing is what makes
  * room), more while a full cache turns over (turnover_ops); halved (high)
@@ -803,6 +821,7 @@ uint64_t tier__decide_flush_budget(const struct tier_params *p, const struct tie
 }
 
 /*
+ * A-BUDGET-2.
  * Evictions in flight: all of agent_max_ops when full or draining (more
  * while a full cache turns over), its effort share when some.
  */
@@ -822,6 +841,7 @@ uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tie
 /* ---- durability ordering ---- */
 
 /*
+ * D-CW-1, D-CW-2.
  * A cache write always carries its meta.  A new copy is created with
  * F_EXCL (never over an object the engine does not know).  Making extents
  * valid (a new copy, new extents, fills) needs F_ORDERED: their data must
@@ -847,6 +867,7 @@ uint32_t tier__decide_cw_flags(bool creating, bool new_valid, bool clean_over, b
 }
 
 /*
+ * D-READ-1.
  * A promotion's copy will say "clean: base holds this", so what it reads
  * must be durable in base: removes of base objects not yet covered by a
  * barrier get one first (a cut could bring a removed object back under a

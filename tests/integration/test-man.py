@@ -9,6 +9,8 @@ than the generator reads it:
   tier_preset) has an entry in tierd.conf(5) under its section, and the page
   has no key the tables lack;
 - every key deploy/tierd.conf.example sets or shows commented out is there;
+- every key has its entry (**`key`**) under its section of the
+  "Configuration reference" of docs/OPERATIONS.md, and that has no other;
 - every option of `tierd --help` is in tierd(8), every option and command
   of `tierctl --help` and every command of the admin socket's table
   (daemon/admin-cmd.c) in tierctl(8).
@@ -95,6 +97,35 @@ def compare(want, have):
     return errs
 
 
+def ops_keys(text):
+    """{section: set(keys)} from docs/OPERATIONS.md's "Configuration reference"."""
+    m = re.search(r"^## Configuration reference\n(.*?)(?=^## )", text, re.S | re.M)
+    if not m:
+        fail("docs/OPERATIONS.md has no '## Configuration reference'")
+    keys, sec = {}, None
+    for line in m.group(1).split("\n"):
+        h = re.match(r"### \[(\w+)(?:\.NAME)?\]", line)
+        if h:
+            sec = h.group(1)
+            keys.setdefault(sec, set())
+        elif line.startswith("### "):
+            sec = None
+        elif sec:
+            keys[sec] |= set(re.findall(r"\*\*`(\w+)`\*\*", line))
+    return keys
+
+
+def ops_compare(want, have):
+    errs = []
+    for sec in sorted(want):
+        for k in sorted(want[sec] - have.get(sec, set())):
+            errs.append("[%s] %s: accepted by the parser, no entry in docs/OPERATIONS.md" % (sec, k))
+        for k in sorted(have.get(sec, set()) - want[sec]):
+            errs.append("[%s] %s: an entry in docs/OPERATIONS.md, not in the parser's tables"
+                        % (sec, k))
+    return errs
+
+
 def example_keys(path):
     keys, sec = {}, None
     with open(path) as f:
@@ -137,6 +168,18 @@ def main():
     if not any(" %s: accepted by the parser, missing" % dropped in e for e in compare(want, page_keys(cut))):
         fail("the comparison did not notice %s missing from a copy of the page" % dropped)
 
+    with open(src + "/docs/OPERATIONS.md") as f:
+        ops = f.read()
+    errs += ops_compare(want, ops_keys(ops))
+    m = re.search(r"\*\*`(\w+)`\*\*", ops[ops.index("## Configuration reference"):])
+    if not m:
+        fail("docs/OPERATIONS.md's configuration reference has no key entries")
+    at = ops.index("## Configuration reference") + m.start()
+    cut = ops[:at] + ops[at + len(m.group(0)):]
+    if not any(" %s: accepted by the parser, no entry" % m.group(1) in e
+               for e in ops_compare(want, ops_keys(cut))):
+        fail("the comparison did not notice %s missing from a copy of OPERATIONS.md" % m.group(1))
+
     for sec, ks in example_keys(src + "/deploy/tierd.conf.example").items():
         for k in sorted(ks - have.get(sec, set())):
             errs.append("[%s] %s: in deploy/tierd.conf.example, missing from tierd.conf(5)" % (sec, k))
@@ -175,7 +218,8 @@ def main():
         fail("\n  " + "\n  ".join(errs))
     n = sum(len(v) for v in want.values())
     print("test-man: %d keys in %d sections, the example's keys, tierd's and tierctl's "
-          "options and commands: all in the pages" % (n, len(want)))
+          "options and commands: all in the pages; every key in docs/OPERATIONS.md"
+          % (n, len(want)))
 
 
 main()

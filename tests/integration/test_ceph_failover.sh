@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # tests/integration/test_ceph_failover.sh - images that outlive their tierd
-# (suite 'ceph'; docs/OPERATIONS.md "Failover").  Three tierds (a, b, c) name
+# (suite 'ceph'; docs/OPERATIONS.md "Several daemons and failover").  Three tierds (a, b, c) name
 # one RBD image; each check can fail:
 #   handoff   FO_HANDOFFS rounds (default 20) of 4 KiB random writes at QD 32,
 #             clients alternately on a and b (each round's first request

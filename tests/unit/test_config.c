@@ -98,7 +98,7 @@ static void test_empty_file_gives_defaults(void **state)
 	assert_int_equal(c->max_bytes_per_conn, 64u << 20);
 	assert_int_equal(c->handshake_timeout_ms, 30000);
 	assert_false(c->direct_io);
-	assert_int_equal(c->threads, 1);   /* one loop: docs/DESIGN-CHANGES.md 15 */
+	assert_int_equal(c->threads, 1);   /* one loop: docs/OPERATIONS.md, threads */
 	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
 	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
 	assert_memory_equal(&c->base_model, &hdd, sizeof(hdd));

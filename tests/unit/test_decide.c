@@ -7,7 +7,8 @@
  * the route it must take.  A sweep over the whole cross product then checks
  * the rules no row may break (what none, proxy, degraded and full mean, no
  * cache write in readonly mode, ...).  The agent's choices, modes and
- * budgets and the durability choices are tested below the routes.
+ * budgets and the durability choices are tested below the routes.  The
+ * rows' comments name the rules of docs/RULES.md they check.
  */
 #undef NDEBUG
 #include <setjmp.h>
@@ -75,7 +76,7 @@ struct row {
 #define MISS TIER__C_MISS
 
 static const struct row rows[] = {
-	/* ---- reads ---- */
+	/* ---- reads (R-READ-2..5; admission R-ADMIT-*) ---- */
 	/* type mode gran wmiss recent full degr state flags x -> route */
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_HIT, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_HIT, NONE),
@@ -83,12 +84,12 @@ static const struct row rows[] = {
 	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ANY, TIER__R_HIT_PARTIAL, NONE),
 	ROW(R, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_EXTENT_MISS, NONE),
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, NONE),
-	/* extent granularity: an admitted miss proxies, its extents fill from it (fill GO) */
+	/* R-READ-5: extent granularity: an admitted miss proxies, its extents fill from it (fill GO) */
 	ROW(R, WB, EXT, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),
 	ROW(R, WB, EXT, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROXY, NONE),           /* not recent */
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_HINT, TIER__R_PROXY_THEN_PROMOTE, NONE),
-	/* tinylfu: past the full target a miss must beat the victim's frequency */
+	/* R-ADMIT-5: tinylfu: past the full target a miss must beat the victim's frequency */
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR | X_FREQ, TIER__R_PROXY_THEN_PROMOTE, NONE),
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_TLFU, TIER__R_PROXY_THEN_PROMOTE, NONE), /* room */
@@ -96,7 +97,7 @@ static const struct row rows[] = {
 	ROW(R, WB, OBJ, WPX, 1, 0, 0, A, 0, X_NEAR, TIER__R_PROXY_THEN_PROMOTE, NONE), /* recency only */
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR, TIER__R_PROXY, MISS),
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_TLFU | X_NEAR | X_FREQ, TIER__R_CACHE_WRITE, MISS),
-	/* admit_when_room: with room below the full target a first decision is admitted */
+	/* R-ADMIT-4: admit_when_room: with room below the full target a first decision is admitted */
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER, TIER__R_PROXY_THEN_PROMOTE, NONE),
 	ROW(R, WB, EXT, WPX, 0, 0, 0, A, 0, X_OFFER, TIER__R_PROXY, NONE),    /* fill GO: test_fill_choice */
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, A, 0, X_OFFER | X_EDGE, TIER__R_PROXY, NONE), /* the margin */
@@ -119,14 +120,14 @@ static const struct row rows[] = {
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, TIER__OF_EVICTING, 0, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_NOCACHE, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 0, CL, TIER__OF_EXCL, 0, TIER__R_WAIT, NONE),
-	/* cache pool down: base serves what it holds, the rest fails at once */
+	/* R-DOWN-1: cache pool down: base serves what it holds, the rest fails at once */
 	ROW(R, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 1, D, 0, X_DOWN | X_DIRTYR, TIER__R_FAIL, NONE),
 	ROW(R, WB, EXT, WPX, 0, 0, 1, D, 0, X_DOWN | X_BITS | X_ANY, TIER__R_PROXY, NONE),
 	ROW(R, WB, OBJ, WPX, 0, 0, 1, D, TIER__OF_FLUSHING, X_DOWN | X_DIRTYR, TIER__R_HIT, NONE),
 	ROW(R, WB, OBJ, WPX, 1, 0, 1, A, 0, X_DOWN, TIER__R_PROXY, NONE),     /* ABSENT: not its business */
 
-	/* ---- writes: hits ---- */
+	/* ---- writes: hits (R-WRITE-1, R-WRITE-3, R-WRITE-5) ---- */
 	ROW(W, WB, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
 	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),
 	ROW(W, WB, OBJ, WPX, 0, 1, 1, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* full, degraded: still a hit */
@@ -141,16 +142,16 @@ static const struct row rows[] = {
 	ROW(W, NO, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* none: drains by flushing */
 	ROW(W, PX, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
 	ROW(W, RP, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_CACHE_WRITE, HIT),
-	/* over target, extent mode: extents the copy lacks go to base */
+	/* R-WRITE-4: over target, extent mode: extents the copy lacks go to base */
 	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS, TIER__R_PROXY_NEW_EXTENTS, MISS),
-	/* extent mode: a write hits only where the copy holds every extent it writes */
+	/* R-WRITE-5: extent mode: a write hits only where the copy holds every extent it writes */
 	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_ANY, TIER__R_CACHE_WRITE, MISS),
 	ROW(W, WB, EXT, WPX, 0, 1, 0, D, 0, X_BITS | X_WHOLE, TIER__R_CACHE_WRITE, MISS),
 	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_CACHE_WRITE, MISS),
 	ROW(W, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS | X_ALL | X_ANY, TIER__R_CACHE_WRITE, HIT),
 	ROW(W, WB, EXT, WPX, 0, 0, 0, CL, 0, X_BITS | X_ALL | X_ANY, TIER__R_CACHE_WRITE, HIT),
 
-	/* ---- writes: readonly mode, STALE, a failed cache path ---- */
+	/* ---- writes: readonly mode, STALE, a failed cache path (R-WRITE-2) ---- */
 	ROW(W, RO, OBJ, WPX, 0, 0, 0, CL, 0, 0, TIER__R_DROP_THEN_PROXY, NONE),
 	ROW(W, RO, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* dirty from before */
 	ROW(W, RO, OBJ, WPX, 0, 0, 0, CL, 0, X_RUN, TIER__R_WAIT, NONE),
@@ -160,12 +161,12 @@ static const struct row rows[] = {
 	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, X_NOCACHE, TIER__R_FLUSH_FIRST, NONE),
 	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, 0, X_NOCACHE | X_TRIED2, TIER__R_FAIL, NONE),
 	ROW(W, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_FLUSHING, X_NOCACHE, TIER__R_WAIT, NONE),
-	/* cache pool down: a write to a cached object fails at once */
+	/* R-DOWN-1: cache pool down: a write to a cached object fails at once */
 	ROW(W, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_FAIL, NONE),
 	ROW(W, WB, OBJ, WPX, 0, 0, 1, A, 0, X_DOWN, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 0, 0, 1, A, TIER__OF_STALE, X_DOWN, TIER__R_FAIL, NONE),
 
-	/* ---- writes: misses ---- */
+	/* ---- writes: misses (R-WMISS-1, R-WMISS-2, R-WMISS-4; R-ADMIT-*) ---- */
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY_THEN_PROMOTE, MISS),
 	ROW(W, WB, OBJ, WPR, 1, 0, 0, A, 0, 0, TIER__R_PROMOTE_WAIT, MISS),
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, 0, TIER__R_CACHE_WRITE, MISS),
@@ -176,8 +177,8 @@ static const struct row rows[] = {
 	ROW(W, WB, EXT, WPX, 1, 0, 1, A, 0, 0, TIER__R_PROXY, MISS),
 	ROW(W, WB, OBJ, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_PROXY, MISS),
 	/*
-	 * extent mode: an admitted miss waits for reads on base, one not
-	 * admitted goes beside them, and so does one beside writes only
+	 * R-WMISS-3: extent mode: an admitted miss waits for reads on base,
+	 * one not admitted goes beside them, and so does one beside writes only
 	 */
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_RUN, TIER__R_WAIT, NONE),
 	ROW(W, WB, EXT, WPX, 1, 0, 0, A, 0, X_RUN | X_RUNPROXY, TIER__R_PROXY, MISS),
@@ -196,7 +197,7 @@ static const struct row rows[] = {
 	ROW(T, WB, OBJ, WPX, 1, 0, 0, A, 0, 0, TIER__R_PROXY, MISS),          /* trims never promote */
 	ROW(Z, WB, EXT, WPX, 1, 0, 0, A, 0, X_WHOLE, TIER__R_PROXY, MISS),
 
-	/* ---- trims and zeroes of cached objects ---- */
+	/* ---- trims and zeroes of cached objects (R-DROP-1) ---- */
 	ROW(T, WB, OBJ, WPX, 0, 0, 0, D, 0, 0, TIER__R_CACHE_WRITE, HIT),     /* partial: zeroes the copy */
 	ROW(T, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_WHOLE, TIER__R_DROP_THEN_PROXY, HIT),
 	ROW(T, WB, OBJ, WPX, 0, 0, 0, D, 0, X_WHOLE, TIER__R_DROP_BASE_THEN_CACHE, HIT),
@@ -205,7 +206,7 @@ static const struct row rows[] = {
 	ROW(T, WB, OBJ, WPX, 0, 0, 0, D, TIER__OF_FLUSHING, X_WHOLE, TIER__R_WAIT, HIT),
 	ROW(W, WB, OBJ, WPX, 0, 0, 0, CL, 0, X_WHOLE, TIER__R_CACHE_WRITE, HIT),  /* whole write: no drop */
 
-	/* ---- cache hints ---- */
+	/* ---- cache hints (R-HINT-1) ---- */
 	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROMOTE, NONE),        /* no recency needed */
 	ROW(C, PX, OBJ, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROMOTE, NONE),        /* proxy: only on request */
 	ROW(C, RP, EXT, WPX, 0, 0, 0, A, 0, 0, TIER__R_PROMOTE, NONE),
@@ -219,7 +220,7 @@ static const struct row rows[] = {
 	ROW(C, WB, OBJ, WPX, 0, 0, 0, A, TIER__OF_EXCL, 0, TIER__R_WAIT, NONE),
 	ROW(C, WB, OBJ, WPX, 0, 0, 1, CL, 0, X_DOWN, TIER__R_DONE, NONE),
 
-	/* ---- fill hints (queued behind a read that needed base) ---- */
+	/* ---- fill hints (queued behind a read that needed base: R-FILL-3, R-FILL-4) ---- */
 	ROW(F, WB, EXT, WPX, 0, 0, 0, D, 0, X_BITS, TIER__R_FILL, NONE),     /* no recency: decided */
 	ROW(F, WB, EXT, WPX, 0, 0, 0, CL, 0, X_BITS, TIER__R_FILL, NONE),
 	ROW(F, RO, EXT, WPX, 0, 0, 0, CL, 0, X_BITS, TIER__R_FILL, NONE),
@@ -243,6 +244,7 @@ static const struct row rows[] = {
 	ROW(F, WB, EXT, WPX, 0, 0, 1, D, 0, X_BITS | X_DOWN, TIER__R_DONE, NONE),
 
 	/* ---- while a fill runs: reads and cache writes go on, base and drops wait ---- */
+	/* (R-FILLRUN-1; R-FIRST-2: FILL_READY) */
 	ROW(R, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING, X_BITS | X_ANY, TIER__R_HIT_PARTIAL, NONE),
 	ROW(R, WB, EXT, WPX, 0, 0, 0, D, TIER__OF_FILLING | TIER__OF_FILL_READY, X_BITS | X_ALL |
 	    X_ANY, TIER__R_WAIT, NONE),                                       /* it lands first */

@@ -1101,7 +1101,7 @@ static void test_full_mode_at_100_percent(void **state)
 }
 
 /*
- * A phase change turns a full cache over faster (DESIGN-CHANGES 29): 90
+ * A phase change turns a full cache over faster (A-TURN-1, docs/RULES.md): 90
  * dirty objects of 100 (evict mode some, the min ages keeping the agent
  * out; readproxy, so that read misses admit nothing), reads that hit,
  * then reads that miss (the sign: the recent hit ratio 10 points under the
