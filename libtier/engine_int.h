@@ -194,6 +194,9 @@ struct tier_image {
 	uint64_t *known;                /* loading (lazily): objects whose map entry, or its
 					   absence, is decided; NULL: loaded, or not lazy */
 	uint64_t *probing;              /* loading: a probe or a discard in flight decides */
+	uint32_t n_probes;              /* probes in flight */
+	uint32_t probe_errs;            /* probes failed in a row (LAZY_PROBE_TRIES) */
+	uint64_t load_probes;           /* probes of this load */
 	uint64_t t_load_ns;             /* engine clock when the load started */
 };
 

@@ -35,6 +35,9 @@
 #define REBUILD_PAGE   4096
 /* images of more objects load without probes (requests wait for the scan) */
 #define LAZY_MAX_OBJS  (1ull << 26)
+#define LAZY_PROBES       32   /* probes in flight (they share REBUILD_WINDOW) */
+#define LAZY_REQ_OBJS     16   /* a request over more objects waits for the scan */
+#define LAZY_PROBE_TRIES  3    /* probes failed in a row before the load fails */
 
 void tier__image_free(struct tier_image *img)
 {
@@ -111,7 +114,7 @@ static void image_loaded(struct tier_image *img, int rc)
 			  "loaded in %.2f s (%llu probed for requests meanwhile)", img->name,
 			  (unsigned long long)img->n_cached, (unsigned long long)img->n_dirty,
 			  (double)(tier__eng_now_ns(e) - img->t_load_ns) / 1e9,
-			  (unsigned long long)img->st.load_probes);
+			  (unsigned long long)img->load_probes);
 	while ((r = img->pend_head)) {
 		img->pend_head = r->next;
 		img->n_pend--;
@@ -184,9 +187,10 @@ static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t versio
 	o = tier__obj_get(e, img, objno);
 	if (!o)
 		return -ENOMEM;
-	lazy_decided(img, objno);
-	if (o->state != TIER__ABSENT)
+	if (o->state != TIER__ABSENT) {
+		lazy_decided(img, objno);
 		return 0;
+	}
 	if (m.flags & TIER_META_F_EXTENTS) {
 		if (tier__obj_alloc_bits(e, o) < 0) {
 			tier__obj_release(e, o);
@@ -197,6 +201,7 @@ static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t versio
 	tier__obj_touch(e, o);
 	tier__obj_set_state(e, o, (m.flags & TIER_META_F_DIRTY) ? TIER__DIRTY : TIER__CLEAN,
 			    tier__obj_bits(o) ? valid : NULL, tier__obj_bits(o) ? dirty : NULL);
+	lazy_decided(img, objno);   /* the entry is whole: requests may use it */
 	return 0;
 }
 
@@ -210,9 +215,10 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 	struct tier_image *img = j->img;
 	struct tier_engine *e = img->e;
 	uint64_t objno = j->objno;
+	bool probe = j->step == 1;
 	int rc = op->result;
 
-	if (j->step != 1 && !scan_decides(img, objno)) {
+	if (!probe && !scan_decides(img, objno)) {
 		rc = 0;   /* decided since, or a probe decides it: this answer is stale */
 	} else if (rc == -ENOENT) {
 		rc = 0;   /* gone since the listing; a probe: not cached */
@@ -231,20 +237,31 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 			op->opcode = TIER_STORE_REMOVE;
 			op->cb = rebuild_remove_cb;
 			op->priv = j;
+			if (probe)
+				img->n_probes--;   /* a discard now, not counted as a probe */
 			tier__submit(e, e->cache, op);
 			return;
 		}
+	} else if (probe && img->ready == 0 && ++img->probe_errs <= LAZY_PROBE_TRIES) {
+		/* not decided: the next pump probes it again (the scan may be past it) */
+		tier__cache_error(e, rc);
+		rc = 0;
 	}
 	if (rc < 0 && img->ready == 0) {
 		tier__log(e, TIER_LOG_ERROR, "image %s: cache object %s: %s", img->name, op->oid,
 			  strerror(-rc));
 		img->ready = -EIO;   /* remember; reported when the window drains */
 	}
-	if (j->step == 1 && img->probing)   /* not decided: a later probe asks again */
+	if (probe) {
+		img->n_probes--;
+		if (tier__bit(img->known, objno))
+			img->probe_errs = 0;
 		img->probing[objno / 64] &= ~(1ull << (objno % 64));
+	}
 	tier__job_free(j);
 	img->rb_inflight--;
-	lazy_pump(img);
+	if (probe)   /* (a scan's answer never decides an object a request waits for) */
+		lazy_pump(img);
 	rebuild_next(img);
 	tier__deliver(e);
 }
@@ -259,8 +276,8 @@ static void rebuild_next(struct tier_image *img)
 		struct tier__job *j;
 		uint64_t objno;
 
-		if (!parse_objno(img, name, &objno))
-			continue;
+		if (!parse_objno(img, name, &objno) || !scan_decides(img, objno))
+			continue;   /* not the image's; or decided already, or a probe decides it */
 		j = tier__job_new(e, TIER__J_REBUILD, img, NULL);
 		if (!j) {
 			img->ready = -ENOMEM;
@@ -356,7 +373,7 @@ static void rebuild_scan_cb(struct tier_store_op *op)
 				  img->name, strerror(-rc));
 			img->ready = rc;
 		}
-	} else if (op->cursor_out && img->ready == 0) {
+	} else if (op->cursor_out && img->ready == 0 && !img->parked) {
 		op->cursor = op->cursor_out;
 		tier__submit(e, e->cache, op);
 		j = NULL;
@@ -415,6 +432,8 @@ static void probe_start(struct tier_image *img, uint64_t objno)
 	j->step = 1;
 	j->objno = objno;
 	tier__bit_set(img->probing, objno);
+	img->n_probes++;
+	img->load_probes++;
 	j->op.opcode = TIER_STORE_STAT;
 	tier__oid(img, objno, j->op.oid);
 	j->op.meta_buf = j->meta;
@@ -428,33 +447,44 @@ static void probe_start(struct tier_image *img, uint64_t objno)
 
 /*
  * Loading lazily: must req wait (an object of it not decided yet)?  Starts
- * a probe for each such object that none decides yet.
+ * a probe for each such object that none decides yet, LAZY_PROBES at most
+ * in flight (the next pump starts the rest); a request over more than
+ * LAZY_REQ_OBJS objects waits for the scan.
  */
 static bool lazy_wait(struct tier_image *img, const struct tier_request *req)
 {
 	uint64_t os = img->e->p.object_size;
+	uint64_t first = req->off / os, last = (req->off + req->len - 1) / os;
 	bool wait = false;
 
 	if (req->type == TIER_REQ_FLUSH)
 		return false;   /* covers what was acknowledged; nothing waiting is */
-	for (uint64_t ob = req->off / os; ob <= (req->off + req->len - 1) / os; ob++) {
+	if (img->ro && req->type != TIER_REQ_READ && req->type != TIER_REQ_CACHE)
+		return false;   /* refused (EROFS) at once */
+	if (last - first >= LAZY_REQ_OBJS)
+		return true;
+	for (uint64_t ob = first; ob <= last; ob++) {
 		if (tier__bit(img->known, ob))
 			continue;
 		wait = true;
-		if (!tier__bit(img->probing, ob))
+		if (!tier__bit(img->probing, ob) && img->n_probes < LAZY_PROBES)
 			probe_start(img, ob);
 	}
 	return wait;
 }
 
-/* Loading lazily: dispatch, in order, the waiting requests whose objects are decided. */
+/*
+ * Loading lazily: dispatch the waiting requests whose objects are decided,
+ * in the order they came (a request that overtakes another one waiting is
+ * one whose objects were known when it came: neither was answered yet).
+ */
 static void lazy_pump(struct tier_image *img)
 {
 	struct tier_engine *e = img->e;
 	struct tier_request **pp = &img->pend_head, *r;
 	bool sent = false;
 
-	if (!img->known || img->parked || img->ready != 0)
+	if (!img->known || img->parked || img->closed || img->ready != 0)
 		return;
 	e->in_submit++;
 	img->pend_tail = NULL;
@@ -495,6 +525,8 @@ static int start_rebuild(struct tier_image *img)
 	img->rb_inflight = 0;
 	img->next_name = 0;
 	img->t_load_ns = tier__eng_now_ns(e);
+	img->n_probes = img->probe_errs = 0;
+	img->load_probes = 0;
 	lazy_end(img);
 	if (img->nobjs <= LAZY_MAX_OBJS) {   /* without them, requests wait for the whole scan */
 		img->known = calloc((img->nobjs + 63) / 64, 8);

@@ -14,12 +14,14 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -251,6 +253,38 @@ static const struct tier_store_ops local_ops = {
 	.scan = local_submit,
 };
 
+/* The same, without SCAN: a filesystem whose directory offsets may shift. */
+static const struct tier_store_ops local_ops_noscan = {
+	.size = sizeof(struct tier_store_ops),
+	.name = "local",
+	.read = local_submit,
+	.write = local_submit,
+	.zero = local_submit,
+	.setmeta = local_submit,
+	.remove = local_submit,
+	.stat = local_submit,
+	.list = local_submit,
+	.destroy = local_destroy,
+	.get_stats = local_get_stats,
+};
+
+bool tier__local_dir_offsets_stable(long f_type, const char *release)
+{
+	unsigned maj = 0, mnr = 0;
+
+	switch (f_type) {
+	case EXT4_SUPER_MAGIC:   /* hash (htree) or block-offset cookies */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:  /* dir index numbers */
+		return true;
+	case TMPFS_MAGIC:        /* stable offsets since 6.6 (simple_offset) */
+		return release && sscanf(release, "%u.%u", &maj, &mnr) == 2 &&
+		       (maj > 6 || (maj == 6 && mnr >= 6));
+	default:
+		return false;
+	}
+}
+
 static int sync_parent(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -414,8 +448,13 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 		goto out;
 	}
 	atomic_init(&L->sidecar_only, !xattrs_usable(L->dirfd));
-	if (fstatfs(L->dirfd, &sfs) == 0)
+	if (fstatfs(L->dirfd, &sfs) == 0) {
+		struct utsname u;
+
 		L->mem_fs = sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
+		L->scan_ok = tier__local_dir_offsets_stable((long)sfs.f_type,
+							    uname(&u) == 0 ? u.release : NULL);
+	}
 	if (o->model.read_latency_us || o->model.write_latency_us ||
 	    o->model.bandwidth || o->model.queue_depth || o->model.journal_bytes) {
 		rc = tier_devmodel_create(&o->model, &L->dm);
@@ -432,7 +471,7 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	rc = start_threads(L);
 	if (rc < 0)
 		goto out;
-	rc = tier_store_create(&local_ops, L, pool_name, cq, out);
+	rc = tier_store_create(L->scan_ok ? &local_ops : &local_ops_noscan, L, pool_name, cq, out);
 	if (rc == 0) {
 		tier_store_set_volatile_acks(*out, true);   /* the page cache */
 		L = NULL;

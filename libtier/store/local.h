@@ -28,6 +28,15 @@ struct delayed {
 	int result;
 };
 
+/*
+ * Do a directory's offsets (telldir) stay valid across opens while names
+ * are removed?  SCAN reads the pool a page per open, seekdir'ing to where
+ * the last page stopped; where offsets are positions (tmpfs before Linux
+ * 6.6, unknown filesystems) a removal would make it skip names, so the
+ * store offers no SCAN there (the engine lists, then STATs).
+ */
+bool tier__local_dir_offsets_stable(long f_type, const char *release);
+
 /* local_fd.c: the cache of open object files (bounded LRU of descriptors) */
 struct tier__fdcache;
 struct tier__fdc_stats {
@@ -89,6 +98,7 @@ struct local_be {
 	struct tier_devmodel *dm;   /* NULL: real disk speed */
 	bool direct_io;
 	bool mem_fs;                /* the pool is on tmpfs/ramfs: I/O never blocks */
+	bool scan_ok;               /* tier__local_dir_offsets_stable: SCAN offered */
 	bool inline_io;             /* cheap ops may run on the submitting thread */
 	unsigned guard_hold_us;     /* tests: widen the guard-to-effect window */
 	atomic_bool direct_ok;      /* cleared when the fs refuses O_DIRECT */

@@ -1429,7 +1429,7 @@ static int do_scan(struct local_be *L, struct tier_store_op *op)
 	rc = open_pool_dir(L, &d);
 	if (rc < 0)
 		return rc;
-	/* directory offsets stay valid across opens on tmpfs, ext4, xfs, btrfs */
+	/* offsets stay valid across opens here (tier__local_dir_offsets_stable) */
 	if (op->cursor)
 		seekdir(d, (long)op->cursor);
 	op->cursor_out = 0;

@@ -75,7 +75,7 @@ static void load_fails(const char *text, int r, int line, const char *want)
 static void test_empty_file_gives_defaults(void **state)
 {
 	struct tierd_config *c = load_ok("# nothing here\n");
-	struct tier_devmodel_params hdd, ssd;
+	struct tier_devmodel_params hdd;
 	struct tier_params p;
 	(void)state;
 	assert_int_equal(c->backend, TIERD_BACKEND_LOCAL);
@@ -99,10 +99,21 @@ static void test_empty_file_gives_defaults(void **state)
 	assert_int_equal(c->handshake_timeout_ms, 30000);
 	assert_false(c->direct_io);
 	assert_int_equal(c->threads, 1);   /* one loop: docs/OPERATIONS.md, threads */
-	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
-	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
+	/* real speed by default: no device model unless asked for */
+	assert_int_equal(tier_devmodel_profile("none", &hdd), 0);
 	assert_memory_equal(&c->base_model, &hdd, sizeof(hdd));
-	assert_memory_equal(&c->cache_model, &ssd, sizeof(ssd));
+	assert_memory_equal(&c->cache_model, &hdd, sizeof(hdd));
+	assert_int_equal(c->base_model.read_latency_us + c->cache_model.write_latency_us, 0);
+	assert_null(c->base_dir);
+	assert_null(c->cache_dir);
+	{
+		char d[256];
+
+		tierd_config_pool_dir(c, false, d, sizeof(d));
+		assert_string_equal(d, "/var/lib/tierd/base");
+		tierd_config_pool_dir(c, true, d, sizeof(d));
+		assert_string_equal(d, "/var/lib/tierd/cache");
+	}
 	assert_string_equal(c->rados_conf, "/etc/ceph/ceph.conf");
 	assert_string_equal(c->rados_client_name, "client.admin");
 	assert_string_equal(c->rados_base_pool, "rbd");
@@ -237,7 +248,7 @@ static void test_unknown_key_names_file_line(void **state)
 		   "[global] lisne: unknown key, did you mean 'listen'? (allowed: backend, listen,");
 	load_fails("[tier]\ntarget_max_byte = 1G\n", -ENOENT, 2,
 		   "[tier] target_max_byte: unknown key, did you mean 'target_max_bytes'?");
-	load_fails("[local]\nfoo = 1\n", -ENOENT, 2, "(allowed: data_dir, direct_io, base_profile");
+	load_fails("[local]\nfoo = 1\n", -ENOENT, 2, "(allowed: data_dir, base_dir, cache_dir, direct_io, base_profile");
 	load_fails("[global]\nlog_level = info\n[bogus]\nx = 1\n", -EINVAL, 3,
 		   "[bogus]: unknown section (allowed: global, local, rados, tier, image.NAME)");
 	load_fails("orphan = 1\n", -EINVAL, 1, "key outside any section");

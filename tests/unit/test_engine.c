@@ -337,7 +337,7 @@ static int img_io(struct env *v, struct tier_engine *e2, struct tier_image *img,
  * scan goes on is not undone by the scan's older answers, and the loaded
  * map is the same as a full scan's.
  */
-static void test_lazy_load(void **state)
+static void lazy_load(bool extents)
 {
 	enum { N = 600, NOBJ = 640 };
 	struct tier_params p;
@@ -352,10 +352,11 @@ static void test_lazy_load(void **state)
 	struct sreq r = { 0 }, w = { 0 }, w2 = { 0 };
 	uint8_t *buf = malloc(OS), *got = malloc(OS), *nb = malloc(4096), *nb2 = malloc(4096);
 	struct tier_stats s2;
-	(void)state;
 
 	env_params(&p);
 	p.target_max_bytes = 4096 * OS;   /* everything stays cached and dirty */
+	if (extents)
+		p.promote_granularity = TIER_GRAN_EXTENT;
 	v = env_new_vt(&p, NULL, &cm, true);
 	assert_int_equal(tier_image_open(v->e, &io, &img1), 0);
 	run_until(v, v->e, NULL);
@@ -402,6 +403,25 @@ static void test_lazy_load(void **state)
 	assert_int_equal(tier_image_ready(img2), 0);
 	tier_image_get_stats(img2, &s2);
 	assert_int_equal(s2.load_probes, 3);
+	{
+		/* a request over more objects than a probe round takes waits for the scan */
+		uint8_t *big = malloc(32 * OS);
+		struct sreq b = { .r = { .type = TIER_REQ_READ, .off = 100 * OS, .len = 32 * OS,
+					 .buf = big, .cb = sreq_cb } };
+
+		assert_int_equal(tier_image_submit(img2, &b.r), 0);
+		run_until(v, e2, &b);
+		assert_int_equal(b.done, 1);
+		assert_int_equal(b.result, 0);
+		assert_int_equal(tier_image_ready(img2), 1);
+		tier_image_get_stats(img2, &s2);
+		assert_int_equal(s2.load_probes, 3);   /* no probe for it */
+		for (uint64_t i = 0; i < 32; i++) {
+			fill(buf, 4096, 100 + i + 1);
+			assert_memory_equal(big + i * OS, buf, 4096);
+		}
+		free(big);
+	}
 
 	run_until(v, e2, NULL);
 	assert_int_equal(tier_image_ready(img2), 1);
@@ -427,6 +447,98 @@ static void test_lazy_load(void **state)
 	free(got);
 	free(nb);
 	free(nb2);
+	env_free(v);
+}
+
+static void test_lazy_load(void **state)
+{
+	(void)state;
+	lazy_load(false);
+}
+
+static void test_lazy_load_extents(void **state)
+{
+	(void)state;
+	lazy_load(true);
+}
+
+/*
+ * Handed back while it loads lazily: the probes and the scan stop, what
+ * waits stays waiting, and the first owner, loaded again, answers it.
+ */
+static void test_lazy_load_parked(void **state)
+{
+	enum { N = 300, NOBJ = 320 };
+	struct tier_params p;
+	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100,
+					   .queue_depth = 4 };
+	struct env *v;
+	struct tier_engine *e2 = NULL;
+	struct tier_image *img1, *img2;
+	struct tier_engine_opts o;
+	struct tier_image_opts io = { .name = "big", .object_prefix = "rbd_data.big",
+				      .size = NOBJ * OS };
+	struct sreq r[8];
+	uint8_t *buf = malloc(4096), *got = malloc(8 * 4096);
+	(void)state;
+
+	env_params(&p);
+	p.target_max_bytes = 4096 * OS;
+	v = env_new_vt(&p, NULL, &cm, true);
+	assert_int_equal(tier_image_open(v->e, &io, &img1), 0);
+	run_until(v, v->e, NULL);
+	for (uint64_t i = 0; i < N; i++) {
+		fill(buf, 4096, i + 1);
+		assert_int_equal(img_io(v, v->e, img1, TIER_REQ_WRITE, i * OS, 4096, buf), 0);
+	}
+	assert_int_equal(tier_image_park(img1, 0), 0);
+	run_until(v, v->e, NULL);
+	o = (struct tier_engine_opts){ .base = v->base, .cache = v->cache, .params = v->p,
+				       .clock = env_clock, .clock_arg = v };
+	io.standby = true;
+	assert_int_equal(tier_engine_create(&o, &e2), 0);
+	assert_int_equal(tier_image_open(e2, &io, &img2), 0);
+	assert_int_equal(tier_image_load(img2), 0);
+	for (int i = 0; i < 8; i++) {
+		r[i] = (struct sreq){ .r = { .type = TIER_REQ_READ, .off = (uint64_t)(40 * i) * OS,
+					     .len = 4096, .buf = got + i * 4096, .cb = sreq_cb } };
+		assert_int_equal(tier_image_submit(img2, &r[i].r), 0);
+		if (i == 0) {
+			run_until(v, e2, &r[0]);
+			assert_int_equal(r[0].done, 1);
+			assert_int_equal(tier_image_ready(img2), 0);
+		}
+	}
+	/* handed back now, their probes out: they wait; the scan stops */
+	assert_int_equal(tier_image_park(img2, 0), 0);
+	run_until(v, e2, NULL);
+	assert_int_equal(tier_image_parked(img2), 1);
+	assert_true(tier_image_waiting(img2) > 0);
+	{
+		struct tier_stats s2;
+
+		tier_engine_get_stats(e2, &s2);
+		assert_int_equal(s2.cached_objects, 0);   /* its map is gone */
+	}
+	assert_int_equal(tier_image_load(img1), 0);
+	run_until(v, v->e, NULL);
+	assert_int_equal(tier_image_ready(img1), 1);
+	assert_int_equal(env_stats(v).dirty_objects, N);
+	/* and back to e2, which answers what waited */
+	assert_int_equal(tier_image_park(img1, 0), 0);
+	run_until(v, v->e, NULL);
+	assert_int_equal(tier_image_load(img2), 0);
+	run_until(v, e2, NULL);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(r[i].done, 1);
+		assert_int_equal(r[i].result, 0);
+		fill(buf, 4096, (uint64_t)(40 * i) + 1);
+		assert_memory_equal(got + i * 4096, buf, 4096);
+	}
+	tier_image_close(img2);
+	tier_engine_destroy(e2);
+	free(buf);
+	free(got);
 	env_free(v);
 }
 
@@ -844,6 +956,8 @@ int main(void)
 		cmocka_unit_test(test_rebuild_after_restart),
 		cmocka_unit_test(test_park_handoff_load),
 		cmocka_unit_test(test_lazy_load),
+		cmocka_unit_test(test_lazy_load_extents),
+		cmocka_unit_test(test_lazy_load_parked),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_read_only_image),
 		cmocka_unit_test(test_bytes_per_object),
