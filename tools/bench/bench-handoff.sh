@@ -91,7 +91,8 @@ for r in range(rounds):
         c.shutdown()
 EOF
 # the last owner (a) answered at once; its full map load goes on behind
-for _ in $(seq 1 600); do grep -q "map loaded in" "$W/a.log" && break; sleep 0.5; done
+loaded='image disk: [1-9][0-9]* cached objects .*map loaded in'
+for _ in $(seq 1 600); do grep -q "$loaded" "$W/a.log" && break; sleep 0.5; done
 for n in a b; do
-	grep -h "map loaded in" "$W/$n.log" | sed "s/^/tierd $n: /"
+	grep -h "$loaded" "$W/$n.log" | sed "s/^/tierd $n: /"
 done
