@@ -457,10 +457,10 @@ void nbd__server_limits_init(struct nbd_server *s, const struct nbd_server_opts 
 
 bool nbd__global_over(const struct nbd_server *s)
 {
-	/* a request is read only if the largest one still fits; one at a time
-	 * always (a budget below NBD_MAX_BLOCK_SIZE must not deadlock) */
-	return s->bytes_in_flight &&
-	       s->bytes_in_flight + NBD_MAX_BLOCK_SIZE > s->max_total_bytes;
+	/* a request is read while the budget is not spent: what is held stays
+	 * under it plus one request; one at a time always (a budget below
+	 * NBD_MAX_BLOCK_SIZE must not deadlock) */
+	return s->bytes_in_flight && s->bytes_in_flight >= s->max_total_bytes;
 }
 
 void nbd__bytes_release(struct nbd_server *s, uint64_t n)

@@ -20,7 +20,7 @@
 #define NBD_OPT_MAX               8192u              /* option data we buffer */
 #define NBD_OPT_DISCARD_MAX       (1u << 20)         /* beyond this: garbage, close */
 #define NBD_BUF_MIN               4096u
-#define NBD_BUF_CLASSES           14                 /* 4 KiB .. 32 MiB */
+#define NBD_BUF_CLASSES           15                 /* 4 KiB .. 64 MiB */
 #define NBD_POOL_MAX_BYTES        (256ull << 20)     /* free buffers kept */
 #define NBD_DEFAULT_MAX_REQUESTS  64u
 #define NBD_DEFAULT_MAX_BYTES     (64ull << 20)

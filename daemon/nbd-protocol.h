@@ -196,7 +196,7 @@ _Static_assert(sizeof(struct nbd_structured_reply_error) == 6, "reply error");
 
 /* limits this server applies */
 #define NBD_MAX_STRING       4096                 /* export names (proto.md) */
-#define NBD_MAX_BLOCK_SIZE   (32u * 1024 * 1024)  /* largest READ/WRITE payload */
+#define NBD_MAX_BLOCK_SIZE   (64u * 1024 * 1024)  /* largest READ/WRITE payload */
 #define NBD_PREF_BLOCK_SIZE  4096u
 
 #endif

@@ -403,6 +403,8 @@ static void req_submit(struct nbd_req *r)
 	}
 	if (r->flags & NBD_CMD_FLAG_FUA)
 		t->flags |= TIER_REQ_F_FUA;
+	if (r->flags & NBD_CMD_FLAG_FAST_ZERO)
+		t->flags |= TIER_REQ_F_FAST_ZERO;
 	if (t->type != TIER_REQ_FLUSH) {
 		t->off = r->offset;
 		t->len = r->count;
@@ -423,7 +425,8 @@ static void req_submit(struct nbd_req *r)
 
 /* ---- request validation ---- */
 
-#define NBD_CMD_FLAGS_KNOWN (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_REQ_ONE)
+#define NBD_CMD_FLAGS_KNOWN (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_REQ_ONE | \
+			     NBD_CMD_FLAG_FAST_ZERO)
 
 static bool cmd_writes(uint16_t cmd)
 {
@@ -447,6 +450,8 @@ static uint32_t req_check(const struct nbd_conn *c, const struct nbd_req *r)
 		return NBD_EINVAL;
 	}
 	if (r->flags & ~NBD_CMD_FLAGS_KNOWN)
+		return NBD_EINVAL;
+	if ((r->flags & NBD_CMD_FLAG_FAST_ZERO) && r->cmd != NBD_CMD_WRITE_ZEROES)
 		return NBD_EINVAL;
 	if (x->read_only && cmd_writes(r->cmd))
 		return NBD_EPERM;
@@ -905,7 +910,8 @@ static void export_set_ro(struct nbd_export *x, bool read_only)
 		x->eflags |= NBD_FLAG_READ_ONLY;
 	else
 		x->eflags |= NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
-			     NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES;
+			     NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
+			     NBD_FLAG_SEND_FAST_ZERO;
 }
 
 static void x_set_read_only(void *arg)

@@ -790,6 +790,11 @@ static int dispatch_req(struct tier_image *img, struct tier_request *req)
 		tier__sync_start(e, img, req);
 		return 0;
 	}
+	if (req->type == TIER_REQ_WRITE_ZEROES && (req->flags & TIER_REQ_F_FAST_ZERO) &&
+	    e->nwords && (off % e->p.extent_size || (end % e->p.extent_size && end != img->size))) {
+		tier__req_put(e, req, -ENOTSUP);   /* its edges may be written as data */
+		return 0;
+	}
 	while (off < end) {
 		uint64_t ob = off / os, oo = off % os;
 		uint64_t n = os - oo < end - off ? os - oo : end - off;

@@ -162,7 +162,13 @@ enum tier_req_type {
 	TIER_REQ_CACHE,   /* promote hint */
 	TIER_REQ_TYPE_MAX
 };
-enum { TIER_REQ_F_FUA = 1u << 0 };
+/*
+ * FAST_ZERO (WRITE_ZEROES only): fail with -ENOTSUP, touching nothing,
+ * rather than zero by writing data (NBD's NBD_CMD_FLAG_FAST_ZERO): in
+ * extent mode, a range not on extent boundaries may need its edge extents
+ * read from base and written whole.
+ */
+enum { TIER_REQ_F_FUA = 1u << 0, TIER_REQ_F_FAST_ZERO = 1u << 1 };
 
 struct tier_request;
 typedef void (*tier_request_cb)(struct tier_request *req, int result);

@@ -252,7 +252,7 @@ def case_truncated_write_payload():
 def case_range_and_length_errors():
     s, size, _ = connect(RW)
     checks = [
-        (CMD_READ, 0, 33 << 20, EOVERFLOW, "oversize read"),
+        (CMD_READ, 0, (64 << 20) + 512, EOVERFLOW, "oversize read (over 64 MiB)"),
         (CMD_READ, size, 512, EINVAL, "read at the end"),
         (CMD_READ, size - 512, 1024, EINVAL, "read across the end"),
         (CMD_READ, (1 << 64) - 512, 1024, EINVAL, "offset overflow"),
@@ -270,6 +270,8 @@ def case_range_and_length_errors():
         assert err == want, "%s: got error %d, want %d" % (what, err, want)
     req(s, CMD_READ, 0, 512, cookie=1, flags=1 << 9)
     assert simple_reply(s)[0] == EINVAL, "unknown command flag"
+    req(s, CMD_TRIM, 0, 4096, cookie=2, flags=1 << 4)
+    assert simple_reply(s)[0] == EINVAL, "FAST_ZERO on a TRIM"
     # refused WRITEs: the payload is consumed and the stream stays in sync
     req(s, CMD_WRITE, size - 100, 200, cookie=5, payload=b"w" * 200)
     assert simple_reply(s)[0] == ENOSPC, "write past the end"
@@ -284,7 +286,7 @@ def case_range_and_length_errors():
 
 def case_oversize_write_payload_consumed():
     s, _, _ = connect(RW)
-    ln = (32 << 20) + 4096
+    ln = (64 << 20) + 4096
     req(s, CMD_WRITE, 0, ln, cookie=3)
     s.sendall(b"\0" * ln)
     err, cookie, _ = simple_reply(s)

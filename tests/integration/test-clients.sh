@@ -65,6 +65,33 @@ wait $pb || fail "writer B"
 qemu-io -f raw -c 'read -P 0x11 64M 24M' -c 'read -P 0x22 88M 24M' "$(uri)" > "$WORK/c.out" 2>&1
 grep -q 'Pattern verification failed' "$WORK/c.out" && fail "multi-conn data wrong"
 
+log "requests up to 64 MiB (the block size maximum advertised; over it: nbd_abuse.py)"
+nbdinfo --json "$(uri)" | grep -q '"block_size_maximum": 67108864' || fail "block size maximum is not 64 MiB"
+/usr/bin/python3 - "$(uri)" <<'PY' || fail "64 MiB requests"
+import nbd, os, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+data = os.urandom(64 << 20)
+h.pwrite(data, 128 << 20)
+assert h.pread(64 << 20, 128 << 20) == data, "64 MiB read differs"
+PY
+
+log "fast zero: advertised; an aligned range zeroes, an unaligned one fails fast untouched"
+nbdinfo --can fast-zero "$(uri)" || fail "NBD_FLAG_SEND_FAST_ZERO not advertised"
+qemu-io -f raw -c 'write -P 0x33 1M 2M' -c 'write -z -n 1M 1M' -c 'read -P 0 1M 1M' \
+	-c 'read -P 0x33 2M 1M' "$(uri)" > "$WORK/z.out" 2>&1 || { cat "$WORK/z.out"; fail "fast zero"; }
+grep -qi 'fail\|error' "$WORK/z.out" && { cat "$WORK/z.out"; fail "fast zero of an aligned range"; }
+if qemu-io -f raw -c 'write -z -n 2049k 3000' "$(uri)" > "$WORK/z2.out" 2>&1 &&
+   ! grep -qi 'not supported' "$WORK/z2.out"; then
+	cat "$WORK/z2.out"; fail "an unaligned fast zero did not fail with ENOTSUP"
+fi
+grep -qi 'not supported' "$WORK/z2.out" || { cat "$WORK/z2.out"; fail "unaligned fast zero: not ENOTSUP"; }
+qemu-io -f raw -c 'read -P 0x33 2M 1M' "$(uri)" > "$WORK/z3.out" 2>&1
+grep -q 'Pattern verification failed' "$WORK/z3.out" && fail "a refused fast zero changed data"
+qemu-io -f raw -c 'write -z 2049k 3000' -c 'read -P 0 2049k 3000' -c 'read -P 0x33 2M 1k' \
+	"$(uri)" > "$WORK/z4.out" 2>&1
+grep -qi 'fail\|error' "$WORK/z4.out" && { cat "$WORK/z4.out"; fail "the same zero without -n"; }
+
 stop_tierd
 
 log "after a restart the data is still there"
