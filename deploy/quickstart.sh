@@ -56,6 +56,9 @@ log_level = info
 
 [local]
 data_dir = $STATE/data
+# A demo on one disk: device models make the base pool behave like an HDD
+# and the cache pool like an SSD.  Off by default (none: the disks' own
+# speed); a real deployment puts base_dir and cache_dir on two devices.
 base_profile = hdd
 cache_profile = ssd
 

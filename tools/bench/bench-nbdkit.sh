@@ -23,7 +23,10 @@
 # runs the tierd binary BIN instead, e.g. "after=,before=@/tmp/old/tierd";
 # a trailing #T starts that variant with TIERD_THREADS=T (threads = T), e.g.
 # "t1=#1,t2=#2"],
-# BENCH_NBDKIT [1: also run nbdkit], BENCH_NICE [empty; e.g. -10 runs the
+# BENCH_NBDKIT [1: also run nbdkit], BENCH_CLEAN [1: before each randwrite
+# case, `tierctl flush --wait`, so that its writes land on clean cached
+# extents (the dearer case); 0: on what the earlier cases left dirty],
+# BENCH_NICE [empty; e.g. -10 runs the
 # servers and fio at that nice level (root), so that other load on a shared
 # machine disturbs the comparison less: a single-threaded server loses more
 # to competing threads than one with 16; with the kernel's autogroups
@@ -63,8 +66,9 @@ done
 if [ ! -f "$BUILD/build.ninja" ]; then
 	meson setup "$BUILD" "$ROOT" --buildtype=release >/dev/null
 fi
-ninja -C "$BUILD" daemon/tierd >/dev/null
+ninja -C "$BUILD" daemon/tierd tools/tierctl >/dev/null
 TIERD=$BUILD/daemon/tierd
+CLEAN=${BENCH_CLEAN:-1}
 
 WORK=$(mktemp -d "$DIR/tierd-nbdkit.XXXXXX")
 TPID=
@@ -173,6 +177,9 @@ for s in $(seq 1 "$SAMPLES"); do
 		name=${v%%=*}
 		start_tierd "$name" "${v#*=}"
 		for c in "${cases[@]}"; do
+			if [ "$CLEAN" = 1 ] && [[ $c == rw* ]]; then
+				"$BUILD/tools/tierctl" --socket "$WORK/t/tierd.asok" flush --wait >/dev/null
+			fi
 			run_case "$c" "nbd+unix:///vol0?socket=$WORK/t/nbd.sock" "$OUT/$name.$c.$s.json" "$TPID"
 		done
 		stop_tierd
