@@ -1478,9 +1478,15 @@ static bool aligned(const struct tier_store_op *op)
 
 bool tier__local_inline_ok(const struct local_be *L, const struct tier_store_op *op)
 {
-	if (!L->inline_io || op->pre_meta ||
-	    (op->flags & (TIER_STORE_F_FUA | TIER_STORE_F_ORDERED | TIER_STORE_F_GUARD |
-			  TIER_STORE_F_EXCL)))
+	/*
+	 * In memory (tmpfs) a sync never waits for a disk: a write with a
+	 * pre_meta (a clean extent made dirty), FUA or F_ORDERED runs here too,
+	 * its steps in the same order as on a worker.  On a disk they block.
+	 */
+	uint32_t syncs = TIER_STORE_F_FUA | TIER_STORE_F_ORDERED;
+
+	if (!L->inline_io || (op->flags & (TIER_STORE_F_GUARD | TIER_STORE_F_EXCL)) ||
+	    (!L->mem_fs && (op->pre_meta || (op->flags & syncs))))
 		return false;
 	/* a write cannot be made non-blocking on a disk: only in memory */
 	return op->opcode == TIER_STORE_READ || (op->opcode == TIER_STORE_WRITE && L->mem_fs);

@@ -126,6 +126,20 @@ static inline void env_pump(struct env *v)
 	}
 }
 
+/* The engine and its image, the image's map still loading (nothing pumped). */
+static inline int env_engine_loading(struct env *v)
+{
+	struct tier_engine_opts o = {
+		.base = v->base, .cache = v->cache, .params = v->p,
+		.clock = env_clock, .clock_arg = v,
+	};
+	struct tier_image_opts io = { .name = "img", .object_prefix = "rbd_data.test",
+				      .size = v->isz ? v->isz : 64 * v->p.object_size };
+	int rc = tier_engine_create(&o, &v->e);
+
+	return rc < 0 ? rc : tier_image_open(v->e, &io, &v->img);
+}
+
 static inline int env_engine(struct env *v)
 {
 	struct tier_engine_opts o = {

@@ -566,10 +566,17 @@ static void cut_stores(struct env *v, enum tier_mem_cut mode, uint64_t seed)
 	assert_int_equal(tier_store_mem_power_cut(v->cache, mode, seed * 2 + 2), 0);
 }
 
+/*
+ * Odd cut seeds check the image while its map still loads (each object a
+ * request touches probed first, image.c "serve while loading"), even ones
+ * once it has loaded.
+ */
 static bool rebuild(struct run *R, struct verdict *vd, const struct case_id *c, const char *phase)
 {
-	int rc = env_engine(R->v);
+	int rc = (c->cseed & 1) ? env_engine_loading(R->v) : env_engine(R->v);
 
+	if ((c->cseed & 1) && rc == 0 && tier_image_ready(R->v->img) == 0)
+		return true;
 	if (rc != 1) {
 		char what[64];
 
