@@ -314,7 +314,7 @@ static void queue_promotion(struct tier_engine *e, struct tier__obj *o, struct t
 	h->obj = o;
 	h->type = TIER_REQ_CACHE;
 	tier__resv_take(e, h, tier__obj_len(e, o), true);
-	o->flags |= TIER__OF_PQUEUED;
+	tier__obj_pqueue_begin(e, o);
 	e->exts_inflight++;
 	q_push_tail(o, h);
 }
@@ -413,7 +413,7 @@ static void queue_fill(struct tier_engine *e, struct tier__obj *o, struct tier_i
 		want_window(e, h->nbits, off, len);
 	}
 	tier__resv_take(e, h, tier__fill_bytes(e, o, off, len, NULL, NULL), false);
-	o->flags |= TIER__OF_FQUEUED;
+	tier__obj_fqueue_begin(e, o);
 	e->exts_inflight++;
 	q_push_tail(o, h);
 }
@@ -619,7 +619,7 @@ static void proxy_cb(struct tier_store_op *op)
 	if (r >= 0 && op->opcode == TIER_STORE_REMOVE)
 		tier__note_remove(e, e->base, op->flags);
 	else if (r >= 0 && !(op->flags & TIER_STORE_F_FUA))
-		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
+		tier__obj_unsync_begin(e, o, TIER__OF_UNSYNC_B);
 	if (x->step == XS_PROXY_NEW)
 		o->nproxy--;
 	o->nrun--;
@@ -758,7 +758,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 	uint64_t es = e->p.extent_size;
 
 	q_pop(o, x);
-	o->flags |= TIER__OF_EXCL;
+	tier__obj_excl_begin(e, o);
 	x->new_version = o->version + 1;
 	x->s = x->off;
 	x->t = x->off + x->len;
@@ -783,7 +783,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 		if (ff || fl) {
 			x->bounce = calloc(1, x->t - x->s);
 			if (!x->bounce) {
-				o->flags &= (uint16_t)~TIER__OF_EXCL;
+				tier__obj_excl_end(e, o);
 				if (o->state == TIER__ABSENT)
 					tier__obj_free_bits(e, o);   /* the copy was never made */
 				tier__ext_finish(e, x, -ENOMEM);
@@ -813,7 +813,7 @@ static void fill_cb(struct tier_store_op *op)
 		r = 0;
 	}
 	if (r < 0) {
-		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__obj_excl_end(e, o);
 		if (o->state == TIER__ABSENT)
 			tier__obj_free_bits(e, o);   /* the copy was never made */
 		tier__ext_finish(e, x, r);
@@ -837,15 +837,15 @@ static void cw_cb(struct tier_store_op *op)
 	bool creating = o->state == TIER__ABSENT;
 	int r = op->result;
 
-	o->flags &= (uint16_t)~TIER__OF_EXCL;
+	tier__obj_excl_end(e, o);
 	tier__resv_put(e, x);   /* landed in the accounting below, or not at all */
 	if (r < 0) {
 		tier__cache_error(e, r);
 		if (creating) {
-			o->flags |= TIER__OF_STALE;
+			tier__obj_stale_begin(e, o);
 			tier__obj_free_bits(e, o);
 		} else {
-			o->flags |= TIER__OF_VUNK;
+			tier__obj_vunk_begin(e, o);
 		}
 		free(x->bounce);
 		x->bounce = NULL;
@@ -857,11 +857,11 @@ static void cw_cb(struct tier_store_op *op)
 	}
 	o->version = x->new_version;
 	tier__obj_touch(e, o);
-	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK);
+	tier__obj_copy_known(e, o);
 	tier__obj_set_state(e, o, TIER__DIRTY, tier__obj_bits(o) ? x->nbits : NULL,
 			    tier__obj_bits(o) ? x->nbits + e->nwords : NULL);
 	if (!(op->flags & TIER_STORE_F_FUA))
-		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+		tier__obj_unsync_begin(e, o, TIER__OF_UNSYNC_C);
 	tier__ext_finish(e, x, 0);
 	tier__obj_kick(e, o);
 out:
@@ -881,7 +881,7 @@ static void drop_cb(struct tier_store_op *op)
 	if (base_step) {
 		tier__base_latency(e, tier__eng_now_ns(e) - x->t_base);
 		if (r < 0) {
-			o->flags &= (uint16_t)~TIER__OF_EXCL;
+			tier__obj_excl_end(e, o);
 			tier__ext_finish(e, x, r);
 			tier__obj_kick(e, o);
 			goto out;
@@ -892,7 +892,7 @@ static void drop_cb(struct tier_store_op *op)
 		ext_submit(e, e->cache, x);
 		goto out;
 	}
-	o->flags &= (uint16_t)~TIER__OF_EXCL;
+	tier__obj_excl_end(e, o);
 	if (r < 0) {
 		tier__cache_error(e, r);
 		tier__ext_finish(e, x, -EIO);
@@ -900,7 +900,7 @@ static void drop_cb(struct tier_store_op *op)
 		goto out;
 	}
 	tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
-	o->flags &= (uint16_t)~(TIER__OF_STALE | TIER__OF_VUNK | TIER__OF_UNSYNC_C);
+	tier__obj_copy_gone(e, o);
 	if (x->step == XS_DROP_CACHE) {
 		tier__ext_finish(e, x, 0);
 	} else {
@@ -917,7 +917,7 @@ static void start_drop(struct tier_engine *e, struct tier__obj *o, struct tier__
 		       bool with_base)
 {
 	q_pop(o, x);
-	o->flags |= TIER__OF_EXCL;
+	tier__obj_excl_begin(e, o);
 	x->step = with_base ? XS_DROP_BASE : XS_DROP_THEN_PROXY;
 	op_init(x, TIER_STORE_REMOVE, drop_cb);
 	/*
@@ -1085,9 +1085,9 @@ static void finish_now(struct tier_engine *e, struct tier__obj *o, struct tier__
 {
 	q_pop(o, x);
 	if (x->type == TIER_REQ_CACHE && !x->req)
-		o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+		tier__obj_pqueue_end(e, o);
 	if (x->type == TIER__REQ_FILL)
-		o->flags &= (uint16_t)~TIER__OF_FQUEUED;
+		tier__obj_fqueue_end(e, o);
 	tier__ext_finish(e, x, err);
 }
 
@@ -1184,7 +1184,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	case TIER__R_PROMOTE:
 		q_pop(o, x);
 		if (!x->req)
-			o->flags &= (uint16_t)~TIER__OF_PQUEUED;
+			tier__obj_pqueue_end(e, o);
 		tier__resv_put(e, x);   /* promoting_bytes holds it from here */
 		tier__promote_start(e, x->img, o, x);
 		return true;
@@ -1208,7 +1208,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		return true;
 	case TIER__R_FILL:
 		q_pop(o, x);
-		o->flags &= (uint16_t)~TIER__OF_FQUEUED;
+		tier__obj_fqueue_end(e, o);
 		tier__resv_put(e, x);   /* the fill job holds the bytes from here */
 		tier__fill_start(e, x->img, o, x->off, x->len, x->nbits);
 		tier__ext_finish(e, x, 0);

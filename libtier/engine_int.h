@@ -413,7 +413,63 @@ void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o, co
 static inline void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o,
 				    const char *where) { (void)e; (void)o; (void)where; }
 #endif
-void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag);
+/*
+ * Flags with owners: each transient flag changes only through its pair of
+ * helpers below, which change the count tied to it in the same step (as
+ * libuv's uv__handle_start/stop) and assert their preconditions in debug
+ * builds.  objmap.c's table (above tier__obj_check) names each flag's
+ * setter, clearer and invariant.  BITS is tier__obj_alloc_bits/free_bits's,
+ * SHORT tier__obj_get's.
+ */
+/* PROMOTING (a promotion, or a read fill creating the copy); n_promoting, promoting_bytes. */
+void tier__obj_promote_begin(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+void tier__obj_promote_end(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+/* FILLING (a fill job on a copy); promoting_bytes.  The end clears FILL_READY too. */
+void tier__obj_fill_begin(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+void tier__obj_fill_end(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+/* FILL_READY: the fill's data is in, it lands once the object is quiet. */
+void tier__obj_fill_ready_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_fill_ready_end(struct tier_engine *e, struct tier__obj *o);
+/* FLUSHING; agent_flushing. */
+void tier__obj_flush_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_flush_end(struct tier_engine *e, struct tier__obj *o);
+/* EVICTING (a whole clean copy's REMOVE); agent_evicting. */
+void tier__obj_evict_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_evict_end(struct tier_engine *e, struct tier__obj *o);
+/* EVICT_AFTER_FLUSH (a dirty victim: flush, then evict); agent_evicting. */
+void tier__obj_evict_dirty_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_evict_dirty_end(struct tier_engine *e, struct tier__obj *o);
+/* EXCL: an exclusive op runs (cache write, drop, a fill's writes, a flush's SETMETA). */
+void tier__obj_excl_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_excl_end(struct tier_engine *e, struct tier__obj *o);
+/* EXCL for a partial eviction (evict_ext.c); agent_evicting. */
+void tier__obj_pevict_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_pevict_end(struct tier_engine *e, struct tier__obj *o);
+/* VUNK: a write of the cached copy failed, the store's version is uncertain. */
+void tier__obj_vunk_begin(struct tier_engine *e, struct tier__obj *o);
+/* The store's version is learnt again (a flush's STAT). */
+void tier__obj_vunk_end(struct tier_engine *e, struct tier__obj *o);
+/* STALE: a write creating a copy failed; a cache object may exist while ABSENT. */
+void tier__obj_stale_begin(struct tier_engine *e, struct tier__obj *o);
+/* A write of the copy landed: its store version is known (STALE, VUNK cleared). */
+void tier__obj_copy_known(struct tier_engine *e, struct tier__obj *o);
+/* @pre ABSENT: the copy was removed; STALE, VUNK and UNSYNC_C go with it. */
+void tier__obj_copy_gone(struct tier_engine *e, struct tier__obj *o);
+/*
+ * UNSYNC_C/UNSYNC_B: written without FUA since the last sync (flag one of
+ * them; a no-op for a pool whose acks are durable); the key joins e->unsync.
+ */
+void tier__obj_unsync_begin(struct tier_engine *e, struct tier__obj *o, uint16_t flag);
+/* A sync job covers them from here (flags: UNSYNC_C and/or UNSYNC_B). */
+void tier__obj_unsync_end(struct tier_engine *e, struct tier__obj *o, uint16_t flags);
+/* PQUEUED, FQUEUED: an internal promotion hint, a fill hint, is queued on o. */
+void tier__obj_pqueue_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_pqueue_end(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_fqueue_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_fqueue_end(struct tier_engine *e, struct tier__obj *o);
+/* HOT: written during its last flush, in e->hot (agent.c): the agent leaves it alone. */
+void tier__obj_hot_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_hot_end(struct tier_engine *e, struct tier__obj *o);
 int tier__meta_encode_obj(const struct tier_engine *e, uint32_t flags, uint64_t version,
 			  const uint64_t *valid, const uint64_t *dirty, void *buf);
 void tier__map_foreach(struct tier_engine *e, void (*fn)(struct tier_engine *e,

@@ -169,13 +169,10 @@ static void fill_end(struct tier__job *j, bool ok)
 		pp = &(*pp)->fnext;
 	if (*pp)
 		*pp = j->fnext;
-	if (j->rf_create) {
-		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
-		e->n_promoting--;
-	} else {
-		o->flags &= (uint16_t)~(TIER__OF_FILLING | TIER__OF_FILL_READY);
-	}
-	e->promoting_bytes -= j->len;
+	if (j->rf_create)
+		tier__obj_promote_end(e, o, j->len);
+	else
+		tier__obj_fill_end(e, o, j->len);
 	if (!ok)
 		tier__count(e, j->img, fill_failed, 1);
 	tier__job_free(j);
@@ -249,7 +246,7 @@ static bool fill_write(struct tier__job *j)
 	size_t n = 0;
 	bool any = false;
 
-	o->flags &= (uint16_t)~TIER__OF_FILL_READY;
+	tier__obj_fill_ready_end(e, o);
 	if (o->state == TIER__ABSENT || !tier__obj_bits(o) || (o->flags & TIER__OF_VUNK)) {
 		fill_end(j, false);   /* its version is unknown now: a SETMETA would guess */
 		return true;
@@ -289,7 +286,7 @@ static bool fill_write(struct tier__job *j)
 		ops[j->nops].buf = jbuf(j, ops[j->nops].off);
 		j->nops++;
 	}
-	o->flags |= TIER__OF_EXCL;
+	tier__obj_excl_begin(e, o);
 	j->step = FILL_WRITE;
 	j->npending = j->nops;
 	for (size_t i = 0; i < j->nops; i++)
@@ -324,7 +321,7 @@ static void fill_setmeta(struct tier__job *j)
 	j->op.expect_version = o->version;
 	j->step = FILL_SETMETA;
 	if (ml < 0) {
-		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__obj_excl_end(e, o);
 		fill_done(j, false);
 		return;
 	}
@@ -339,7 +336,7 @@ static void fill_land(struct tier__job *j)
 
 	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
 		j->step = FILL_WAIT;
-		o->flags |= TIER__OF_FILL_READY;
+		tier__obj_fill_ready_begin(e, o);
 		return;
 	}
 	if (fill_write(j)) {   /* it ended: j is gone */
@@ -420,7 +417,7 @@ static void fill_cb(struct tier_store_op *op)
 		if (j->err) {
 			/* only extents the meta calls invalid were touched: nothing to undo */
 			tier__cache_error(e, j->err);
-			o->flags &= (uint16_t)~TIER__OF_EXCL;
+			tier__obj_excl_end(e, o);
 			fill_done(j, false);
 			return;
 		}
@@ -431,7 +428,7 @@ static void fill_cb(struct tier_store_op *op)
 			/* as a promotion's: EEXIST a leftover, EINVAL refused; STALE either way */
 			if (r != -EEXIST && r != -EINVAL)
 				tier__cache_error(e, r);
-			o->flags |= TIER__OF_STALE;
+			tier__obj_stale_begin(e, o);
 			j->err = r;
 			fill_done(j, false);
 			return;
@@ -442,7 +439,7 @@ static void fill_cb(struct tier_store_op *op)
 		}
 		o->version = j->version;
 		o->mtime_ms = tier__eng_now_ms(e);
-		o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
+		tier__obj_copy_known(e, o);
 		tier__obj_set_state(e, o, TIER__CLEAN, j->snap, NULL);
 		tier__count(e, j->img, fills, 1);
 		tier__count(e, j->img, fill_bytes, j->len);
@@ -452,12 +449,12 @@ static void fill_cb(struct tier_store_op *op)
 	default: {
 		uint64_t before = tier__obj_cached_bytes(e, o);
 
-		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__obj_excl_end(e, o);
 		if (r < 0) {
 			/* not ECANCELED (nothing changed): the stored meta is uncertain */
 			if (r != -ECANCELED) {
 				tier__cache_error(e, r);
-				o->flags |= TIER__OF_VUNK;
+				tier__obj_vunk_begin(e, o);
 			}
 			j->err = r;
 			fill_done(j, false);
@@ -465,7 +462,7 @@ static void fill_cb(struct tier_store_op *op)
 		}
 		o->version = j->version;
 		tier__obj_set_state(e, o, o->state, j->snap + 2 * e->nwords, NULL);
-		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+		tier__obj_unsync_begin(e, o, TIER__OF_UNSYNC_C);
 		tier__count(e, j->img, fills, 1);
 		tier__count(e, j->img, fill_bytes, tier__obj_cached_bytes(e, o) - before);
 		fill_done(j, true);
@@ -503,8 +500,7 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j->nops = read_runs(e, o, j->snap, j->ops, &bytes);
 	/* the bytes it adds are admitted, not yet cached: they count as full */
 	j->len = lacks;
-	e->promoting_bytes += j->len;
-	o->flags |= TIER__OF_FILLING;
+	tier__obj_fill_begin(e, o, j->len);
 	j->fnext = e->fills;
 	e->fills = j;
 	j->step = FILL_BARRIER;
@@ -585,14 +581,11 @@ enum tier__rfill tier__rfill_start(struct tier_engine *e, struct tier_image *img
 		goto nomem;
 	/* the bytes it adds are admitted, not yet cached: they count as full */
 	j->len = lacks;
-	e->promoting_bytes += j->len;
-	if (absent) {
-		j->rf_create = true;
-		o->flags |= TIER__OF_PROMOTING;
-		e->n_promoting++;
-	} else {
-		o->flags |= TIER__OF_FILLING;
-	}
+	j->rf_create = absent;
+	if (absent)
+		tier__obj_promote_begin(e, o, j->len);
+	else
+		tier__obj_fill_begin(e, o, j->len);
 	j->fnext = e->fills;
 	e->fills = j;
 	j->step = FILL_CLIENT;
@@ -679,7 +672,7 @@ void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct ti
 	}
 	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
 		j->step = FILL_WAIT;
-		o->flags |= TIER__OF_FILL_READY;
+		tier__obj_fill_ready_begin(e, o);
 		return;
 	}
 	fill_write(j);   /* ended or not, the caller runs o's queue */
