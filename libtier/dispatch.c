@@ -662,7 +662,7 @@ static void start_proxy_write(struct tier_engine *e, struct tier__obj *o, struct
 /* ---- cache writes ---- */
 
 static void cw_cb(struct tier_store_op *op);
-static void fill_cb(struct tier_store_op *op);
+static void cw_fill_cb(struct tier_store_op *op);
 
 static void cw_issue(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
 {
@@ -790,7 +790,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 				return;
 			}
 			x->fill = 1;
-			op_init(x, TIER_STORE_READ, fill_cb);
+			op_init(x, TIER_STORE_READ, cw_fill_cb);
 			x->op.off = x->s;
 			x->op.len = x->t - x->s;
 			x->op.buf = x->bounce;
@@ -801,7 +801,7 @@ static void start_cache_write(struct tier_engine *e, struct tier__obj *o, struct
 	cw_issue(e, o, x);
 }
 
-static void fill_cb(struct tier_store_op *op)
+static void cw_fill_cb(struct tier_store_op *op)
 {
 	struct tier__ext *x = op->priv;
 	struct tier_engine *e = x->e;

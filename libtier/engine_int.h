@@ -365,6 +365,9 @@ int tier__job_obuf(struct tier__job *j);
  * object-size one for a whole object, else just len bytes (j->boff = off).
  */
 int tier__job_buf(struct tier__job *j, uint32_t off, uint32_t len);
+/* A cleared op of the job on its object: opcode opc, completing in cb with priv = j. */
+void tier__job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc,
+		  tier_store_cb cb);
 void tier__cache_error(struct tier_engine *e, int err);
 bool tier__degraded(const struct tier_engine *e);
 /* A cache op timed out lately (-ETIMEDOUT): the pool is unreachable. */

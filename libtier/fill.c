@@ -149,15 +149,6 @@ static int job_span_buf(struct tier__job *j, const uint64_t *want)
 			     (uint32_t)(ext_end(e, j->obj, le) - fe * e->p.extent_size));
 }
 
-static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
-{
-	memset(op, 0, sizeof(*op));
-	op->opcode = opc;
-	op->cb = fill_cb;
-	op->priv = j;
-	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
-}
-
 /* End the job (the caller kicks the object's queue, unless it runs it already). */
 static void fill_end(struct tier__job *j, bool ok)
 {
@@ -221,7 +212,7 @@ static void fill_read(struct tier__job *j)
 	for (size_t i = 0; i < j->nops; i++) {
 		uint64_t off = j->ops[i].off, len = j->ops[i].len;
 
-		job_op(j, &j->ops[i], TIER_STORE_READ);
+		tier__job_op(j, &j->ops[i], TIER_STORE_READ, fill_cb);
 		j->ops[i].off = off;
 		j->ops[i].len = len;
 		j->ops[i].buf = jbuf(j, off);
@@ -280,7 +271,7 @@ static bool fill_write(struct tier__job *j)
 		s = i;
 		while (i + 1 < e->nbits && tier__bit(plan, i + 1))
 			i++;
-		job_op(j, &ops[j->nops], TIER_STORE_WRITE);
+		tier__job_op(j, &ops[j->nops], TIER_STORE_WRITE, fill_cb);
 		ops[j->nops].off = s * e->p.extent_size;
 		ops[j->nops].len = ext_end(e, o, i) - s * e->p.extent_size;
 		ops[j->nops].buf = jbuf(j, ops[j->nops].off);
@@ -313,7 +304,7 @@ static void fill_setmeta(struct tier__job *j)
 	j->version = o->version + 1;
 	ml = tier__meta_encode_obj(e, o->state == TIER__DIRTY ? TIER_META_F_DIRTY : 0, j->version,
 				   nv, tier__obj_bits(o) + e->nwords, j->meta);
-	job_op(j, &j->op, TIER_STORE_SETMETA);
+	tier__job_op(j, &j->op, TIER_STORE_SETMETA, fill_cb);
 	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
 	j->op.meta = j->meta;
 	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
@@ -626,7 +617,7 @@ static void rfill_create(struct tier__job *j)
 	j->version = 1;
 	/* valid: the read's extents (one run), dirty: none (snap's third part is zero) */
 	ml = tier__meta_encode_obj(e, 0, j->version, j->snap, j->snap + 2 * e->nwords, j->meta);
-	job_op(j, &j->op, TIER_STORE_WRITE);
+	tier__job_op(j, &j->op, TIER_STORE_WRITE, fill_cb);
 	j->op.flags = TIER_STORE_F_EXCL | TIER_STORE_F_META | TIER_STORE_F_ORDERED;
 	j->op.off = fe * es;
 	j->op.len = ext_end(e, o, le) - fe * es;

@@ -97,15 +97,6 @@ static void flush_done(struct tier__job *j, bool failed)
 	tier__deliver(e);
 }
 
-static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
-{
-	memset(op, 0, sizeof(*op));
-	op->opcode = opc;
-	op->cb = flush_cb;
-	op->priv = j;
-	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
-}
-
 static void flush_submit(struct tier_store *st, struct tier_store_op *op)
 {
 	struct tier__job *j = op->priv;
@@ -198,7 +189,7 @@ static void flush_read(struct tier__job *j)
 	j->npending = n;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off = j->ops[i].off, len = j->ops[i].len;
-		job_op(j, &j->ops[i], TIER_STORE_READ);
+		tier__job_op(j, &j->ops[i], TIER_STORE_READ, flush_cb);
 		j->ops[i].off = off;
 		j->ops[i].len = len;
 		j->ops[i].buf = (char *)j->buf + off;
@@ -218,7 +209,7 @@ static int flush_plan(struct tier__job *j)
 		j->ops = calloc(1, sizeof(*j->ops));
 		if (!j->ops)
 			return -ENOMEM;
-		job_op(j, &j->ops[0], TIER_STORE_WRITE);
+		tier__job_op(j, &j->ops[0], TIER_STORE_WRITE, flush_cb);
 		j->ops[0].off = 0;
 		j->ops[0].len = tier__obj_len(e, o);
 		j->ops[0].buf = j->buf;
@@ -244,7 +235,7 @@ static int flush_plan(struct tier__job *j)
 		t = (i + 1) * es < tier__obj_len(e, o) ? (i + 1) * es : tier__obj_len(e, o);
 		if (s * es >= t)
 			continue;
-		job_op(j, &j->ops[j->nops], TIER_STORE_WRITE);
+		tier__job_op(j, &j->ops[j->nops], TIER_STORE_WRITE, flush_cb);
 		j->ops[j->nops].off = s * es;
 		j->ops[j->nops].len = t - s * es;
 		j->ops[j->nops].buf = (char *)j->buf + s * es;
@@ -310,7 +301,7 @@ static void flush_setmeta(struct tier__job *j)
 	 * still take the cache's unsynced bytes back; "clean" may only become
 	 * durable with them, or a clean copy would differ from base.
 	 */
-	job_op(j, &j->op, TIER_STORE_SETMETA);
+	tier__job_op(j, &j->op, TIER_STORE_SETMETA, flush_cb);
 	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
 	j->op.meta = j->meta;
 	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
@@ -460,7 +451,7 @@ static void flush_begin(struct tier__job *j)
 {
 	if (j->obj->flags & TIER__OF_VUNK) {
 		j->step = FLUSH_STAT;
-		job_op(j, &j->op, TIER_STORE_STAT);
+		tier__job_op(j, &j->op, TIER_STORE_STAT, flush_cb);
 		flush_submit(j->e->cache, &j->op);
 		return;
 	}
