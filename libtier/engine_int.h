@@ -42,7 +42,7 @@ enum {
 	TIER__OF_STALE     = 1u << 8,  /* a cache object may exist while ABSENT */
 	TIER__OF_HOT       = 1u << 9,  /* written during its last flush: agent skips it */
 	TIER__OF_EVICT_AFTER_FLUSH = 1u << 10,  /* evicting a dirty copy: flush, then evict */
-	TIER__OF_FQUEUED   = 1u << 11, /* a fill hint is queued (dispatch.c queue_fill) */
+	TIER__OF_FQUEUED   = 1u << 11, /* a fill hint is queued (hint.c queue_fill) */
 	TIER__OF_FILLING   = 1u << 12, /* a fill job runs (fill.c) */
 	TIER__OF_FILL_READY = 1u << 13, /* its base data is in: it lands once the object is quiet */
 	TIER__OF_BITS      = 1u << 14, /* the bitmaps behind the entry hold its extents */
@@ -250,11 +250,11 @@ struct tier_engine {
 	double tb_bytes, tb_objs;       /* promotion token buckets */
 	double fb_bytes;                /* extent mode: the fills' cache-write budget (promote.c) */
 	struct tier__stream { uint64_t key; uint32_t end; } streams[16];   /* the last reads'
-					   ends: a read starting at one continues it (dispatch.c) */
+					   ends: a read starting at one continues it (read.c) */
 	unsigned stream_next;
 	uint64_t tb_last_ns;
 	uint64_t degraded_until_ms;
-	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (dispatch.c) */
+	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (engine.c; route.c) */
 	uint64_t probe_next_ms;         /* while down: when to ask the pool again */
 	bool probe_busy;
 	struct tier_store_op probe_op;  /* a STAT that tells when the pool answers again */
@@ -482,7 +482,7 @@ static inline void tier__bit_set(uint64_t *w, size_t i) { w[i / 64] |= 1ull << (
 size_t tier__popcount(const uint64_t *w, size_t nwords);
 bool tier__obj_busy(const struct tier__obj *o);
 
-/* dispatch.c */
+/* route.c (the queues, the router: libtier/route.h shares the rest of the data path) */
 int tier__ext_enqueue(struct tier_engine *e, struct tier_image *img, struct tier_request *req,
 		      int type, uint64_t objno, uint32_t off, uint32_t len, char *buf);
 void tier__obj_kick(struct tier_engine *e, struct tier__obj *o);

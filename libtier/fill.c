@@ -3,7 +3,7 @@
  * libtier/fill.c - fills: copying the extents a partly valid cache copy
  * lacks from base, so that a hot partial object (extent bitmaps) becomes
  * whole.  Whether to fill is decide.c's (tier__decide_fill, after a read
- * that needed base; dispatch.c queues the hint behind that read and takes
+ * that needed base; hint.c queues the hint behind that read and takes
  * the promotion throttle's tokens).  A fill reads the copy's invalid
  * extents from base in the promotion's durability order
  * (tier__decide_promote_read: a name barrier first, or FUA reads) while

@@ -394,7 +394,7 @@ void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t sta
  *                e->unsync list                  drop_cb, flush.c evict_cb),
  *                                                release of a closed image's entry
  *  PQUEUED       pqueue_begin (hint.c            pqueue_end (route.c finish_now,   its promotion hint is
- *                queue_promotion)                try_start PROMOTE)                queued
+ *                tier__hint_promote)             try_start PROMOTE)                queued
  *  FQUEUED       fqueue_begin (hint.c            fqueue_end (route.c finish_now,   exactly one fill hint
  *                queue_fill)                     try_start FILL)                   is queued
  *  FILLING       fill_begin (fill.c              fill_end (fill.c fill_end);       cached with bitmaps; no
