@@ -275,10 +275,12 @@ static void proxy_now(struct tier_engine *e, struct tier__obj *o, struct tier__e
 }
 
 /*
- * Decide the route of the piece at the head of o's queue and start it.
- * Returns false if it stays queued (WAIT), true if it left the queue.
+ * The route of the piece x at the head of o's queue: decide.c's, or a proxy
+ * where the throttle vetoes an admission.  The access is recorded and a
+ * write hit or miss counted (once per piece) as the decision says.
  */
-static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+static struct tier__decision route_of(struct tier_engine *e, struct tier__obj *o,
+				      struct tier__ext *x)
 {
 	struct tier__dstate s;
 	struct tier__decision d;
@@ -308,6 +310,35 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 	}
 	if (d.count != TIER__C_NONE)
 		x->seen |= 2;
+	return d;
+}
+
+/* Proxied: a read from base (its extents may fill from it), or a write to base. */
+static void route_proxy(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x,
+			const struct tier__decision *d)
+{
+	if (x->type == TIER_REQ_READ) {
+		if (d->fill == TIER__FILL_GO)   /* extent mode: its extents fill from it */
+			tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
+		else if (d->fill == TIER__FILL_BEHIND_COPY)
+			tier__hint_behind_copy(e, o, x);
+		tier__read_start(e, o, x, d->route);
+		return;
+	}
+	tier__q_pop(o, x);
+	if (d->route == TIER__R_PROXY_THEN_PROMOTE)
+		/* never make the client wait on a 4 MiB copy: proxy now, promote after */
+		tier__hint_promote(e, o, x->img);
+	tier__proxy_start(e, o, x);
+}
+
+/*
+ * Decide the route of the piece at the head of o's queue and start it.
+ * Returns false if it stays queued (WAIT), true if it left the queue.
+ */
+static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__ext *x)
+{
+	struct tier__decision d = route_of(e, o, x);
 
 	switch (d.route) {
 	case TIER__R_WAIT:
@@ -326,19 +357,7 @@ static bool try_start(struct tier_engine *e, struct tier__obj *o, struct tier__e
 		return true;
 	case TIER__R_PROXY:
 	case TIER__R_PROXY_THEN_PROMOTE:
-		if (x->type == TIER_REQ_READ) {
-			if (d.fill == TIER__FILL_GO)   /* extent mode: its extents fill from it */
-				tier__rfill_count(e, x->img, tier__rfill_start(e, x->img, o, x));
-			else if (d.fill == TIER__FILL_BEHIND_COPY)
-				tier__hint_behind_copy(e, o, x);
-			tier__read_start(e, o, x, d.route);
-			return true;
-		}
-		tier__q_pop(o, x);
-		if (d.route == TIER__R_PROXY_THEN_PROMOTE)
-			/* never make the client wait on a 4 MiB copy: proxy now, promote after */
-			tier__hint_promote(e, o, x->img);
-		tier__proxy_start(e, o, x);
+		route_proxy(e, o, x, &d);
 		return true;
 	case TIER__R_PROXY_NEW_EXTENTS:
 		tier__q_pop(o, x);
