@@ -96,7 +96,7 @@ void tier__agent_cool(struct tier_engine *e, struct tier__obj *o, uint64_t until
 	e->hot[e->n_hot].key = o->key;
 	e->hot[e->n_hot].until_ms = until_ms;
 	e->n_hot++;
-	o->flags |= TIER__OF_HOT;
+	tier__obj_hot_begin(e, o);
 }
 
 void tier__agent_hot_expire(struct tier_engine *e)
@@ -113,7 +113,7 @@ void tier__agent_hot_expire(struct tier_engine *e)
 		}
 		o = tier__obj_find(e, e->hot[i].key);
 		if (o)
-			o->flags &= (uint16_t)~TIER__OF_HOT;
+			tier__obj_hot_end(e, o);
 	}
 	e->n_hot = w;
 }

@@ -7,8 +7,9 @@
  * how many, and which durability ordering a cache write or a promotion
  * needs.  It reads the parameters (cache_mode, promote_granularity,
  * write_miss, recency, ages, ratios) and a snapshot the caller filled; it
- * never touches a store, a counter or the object.  dispatch.c, promote.c,
- * agent.c and flush.c carry the answers out.  Each rule has an ID in
+ * never touches a store, a counter or the object.  route.c (with read.c,
+ * write.c, hint.c), promote.c, fill.c, agent.c and flush.c carry the
+ * answers out.  Each rule has an ID in
  * docs/RULES.md (R-* routing, A-* the agent, D-* durability), cited above
  * the code that decides it; tests/unit/test_decide.c checks the routes as
  * a table whose rows cite the same IDs.
@@ -141,7 +142,7 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * whole with room: adding streams to the hint made a scan's hint the
  * object's readahead, which on the real daemon cost a zipf load beside the
  * scan 15% of its IOPS and doubled base bytes).  GO with a hint queued adds the read's
- * window to the hint's extents (dispatch.c fill_hint_add): one fill, one
+ * window to the hint's extents (hint.c fill_hint_add): one fill, one
  * wait.  A fill running (of other extents: a read fill, or a window) does
  * not stop it: its hint waits for that fill to land.  Saying NONE there
  * left the read's extents out of the cache for good, so the next read of
@@ -152,7 +153,7 @@ bool tier__decide_admit(const struct tier_params *p, const struct tier__dstate *
  * Otherwise skipped, and counted, when the pool is degraded, the cache
  * full (admitted bytes included) or the read not admitted (cold).  The
  * token buckets come after (promote.c), for the base reads of the fill's
- * window; the read's own whole extents need none (dispatch.c: a read fill
+ * window; the read's own whole extents need none (hint.c: a read fill
  * of what it brings, when the window holds no more or the throttle says
  * no).
  */
@@ -469,7 +470,7 @@ static struct tier__decision decide_write(const struct tier_params *p,
 
 /*
  * R-FILL-4.
- * Fill hints (queued behind a read by dispatch.c): done if there is nothing
+ * Fill hints (queued behind a read by hint.c): done if there is nothing
  * left to fill (the copy is whole, gone or going, its version unknown), if
  * the mode admits no read miss (changed since the hint was queued), the
  * pool is degraded or the cache full (less the hint's own reservation);

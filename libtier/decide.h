@@ -3,7 +3,7 @@
  * libtier/decide.h (internal) - every routing and agent decision of the
  * engine as a pure function of what it may look at: the parameters, a
  * snapshot of the object and the request piece, the engine's fullness and
- * health.  No store calls, no counters, no side effects: dispatch.c fills a
+ * health.  No store calls, no counters, no side effects: route.c fills a
  * struct tier__dstate, asks, and carries out the named route; the agent
  * asks whether an object is worth flushing or evicting.  The routing rules
  * are documented once, in decide.c, and tested as a table
@@ -58,7 +58,7 @@ enum tier__fill {
 /* Which hit/miss counter a write's route counts for (once per piece). */
 enum tier__count { TIER__C_NONE = 0, TIER__C_HIT, TIER__C_MISS };
 
-/* What a routing decision may look at: filled by dispatch.c (fill_state). */
+/* What a routing decision may look at: filled by route.c (fill_state). */
 struct tier__dstate {
 	/* the piece */
 	int type;              /* enum tier_req_type */
@@ -235,7 +235,7 @@ uint64_t tier__decide_evict_budget(const struct tier_params *p, const struct tie
 /*
  * The store flags of a cache write: creating (the copy is ABSENT: F_EXCL),
  * new_valid (it makes extents valid: F_ORDERED), clean_over (it overwrites
- * extents the store holds as clean: dispatch.c's cw_issue gives the dirty
+ * extents the store holds as clean: write.c's cw_issue gives the dirty
  * mark as pre_meta), rec_dirty (the store's record is known to be the
  * object's DIRTY meta: no failed write left it uncertain), fua (the client
  * asked).  Without the first three and fua, over a known dirty record, the

@@ -204,6 +204,16 @@ int tier__job_buf(struct tier__job *j, uint32_t off, uint32_t len)
 	return j->buf ? 0 : -ENOMEM;
 }
 
+void tier__job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc,
+		  tier_store_cb cb)
+{
+	memset(op, 0, sizeof(*op));
+	op->opcode = opc;
+	op->cb = cb;
+	op->priv = j;
+	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
+}
+
 void tier__cache_error(struct tier_engine *e, int err)
 {
 	bool was = tier__degraded(e);

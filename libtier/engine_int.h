@@ -42,7 +42,7 @@ enum {
 	TIER__OF_STALE     = 1u << 8,  /* a cache object may exist while ABSENT */
 	TIER__OF_HOT       = 1u << 9,  /* written during its last flush: agent skips it */
 	TIER__OF_EVICT_AFTER_FLUSH = 1u << 10,  /* evicting a dirty copy: flush, then evict */
-	TIER__OF_FQUEUED   = 1u << 11, /* a fill hint is queued (dispatch.c queue_fill) */
+	TIER__OF_FQUEUED   = 1u << 11, /* a fill hint is queued (hint.c queue_fill) */
 	TIER__OF_FILLING   = 1u << 12, /* a fill job runs (fill.c) */
 	TIER__OF_FILL_READY = 1u << 13, /* its base data is in: it lands once the object is quiet */
 	TIER__OF_BITS      = 1u << 14, /* the bitmaps behind the entry hold its extents */
@@ -253,11 +253,11 @@ struct tier_engine {
 	double tb_bytes, tb_objs;       /* promotion token buckets */
 	double fb_bytes;                /* extent mode: the fills' cache-write budget (promote.c) */
 	struct tier__stream { uint64_t key; uint32_t end; } streams[16];   /* the last reads'
-					   ends: a read starting at one continues it (dispatch.c) */
+					   ends: a read starting at one continues it (read.c) */
 	unsigned stream_next;
 	uint64_t tb_last_ns;
 	uint64_t degraded_until_ms;
-	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (dispatch.c) */
+	uint64_t cache_down_until_ms;   /* cache ops timed out: fail fast (engine.c; route.c) */
 	uint64_t probe_next_ms;         /* while down: when to ask the pool again */
 	bool probe_busy;
 	struct tier_store_op probe_op;  /* a STAT that tells when the pool answers again */
@@ -368,6 +368,9 @@ int tier__job_obuf(struct tier__job *j);
  * object-size one for a whole object, else just len bytes (j->boff = off).
  */
 int tier__job_buf(struct tier__job *j, uint32_t off, uint32_t len);
+/* A cleared op of the job on its object: opcode opc, completing in cb with priv = j. */
+void tier__job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc,
+		  tier_store_cb cb);
 void tier__cache_error(struct tier_engine *e, int err);
 bool tier__degraded(const struct tier_engine *e);
 /* A cache op timed out lately (-ETIMEDOUT): the pool is unreachable. */
@@ -416,7 +419,63 @@ void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o, co
 static inline void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o,
 				    const char *where) { (void)e; (void)o; (void)where; }
 #endif
-void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag);
+/*
+ * Flags with owners: each transient flag changes only through its pair of
+ * helpers below, which change the count tied to it in the same step (as
+ * libuv's uv__handle_start/stop) and assert their preconditions in debug
+ * builds.  objmap.c's table (above tier__obj_check) names each flag's
+ * setter, clearer and invariant.  BITS is tier__obj_alloc_bits/free_bits's,
+ * SHORT tier__obj_get's.
+ */
+/* PROMOTING (a promotion, or a read fill creating the copy); n_promoting, promoting_bytes. */
+void tier__obj_promote_begin(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+void tier__obj_promote_end(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+/* FILLING (a fill job on a copy); promoting_bytes.  The end clears FILL_READY too. */
+void tier__obj_fill_begin(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+void tier__obj_fill_end(struct tier_engine *e, struct tier__obj *o, uint64_t bytes);
+/* FILL_READY: the fill's data is in, it lands once the object is quiet. */
+void tier__obj_fill_ready_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_fill_ready_end(struct tier_engine *e, struct tier__obj *o);
+/* FLUSHING; agent_flushing. */
+void tier__obj_flush_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_flush_end(struct tier_engine *e, struct tier__obj *o);
+/* EVICTING (a whole clean copy's REMOVE); agent_evicting. */
+void tier__obj_evict_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_evict_end(struct tier_engine *e, struct tier__obj *o);
+/* EVICT_AFTER_FLUSH (a dirty victim: flush, then evict); agent_evicting. */
+void tier__obj_evict_dirty_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_evict_dirty_end(struct tier_engine *e, struct tier__obj *o);
+/* EXCL: an exclusive op runs (cache write, drop, a fill's writes, a flush's SETMETA). */
+void tier__obj_excl_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_excl_end(struct tier_engine *e, struct tier__obj *o);
+/* EXCL for a partial eviction (evict_ext.c); agent_evicting. */
+void tier__obj_pevict_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_pevict_end(struct tier_engine *e, struct tier__obj *o);
+/* VUNK: a write of the cached copy failed, the store's version is uncertain. */
+void tier__obj_vunk_begin(struct tier_engine *e, struct tier__obj *o);
+/* The store's version is learnt again (a flush's STAT). */
+void tier__obj_vunk_end(struct tier_engine *e, struct tier__obj *o);
+/* STALE: a write creating a copy failed; a cache object may exist while ABSENT. */
+void tier__obj_stale_begin(struct tier_engine *e, struct tier__obj *o);
+/* A write of the copy landed: its store version is known (STALE, VUNK cleared). */
+void tier__obj_copy_known(struct tier_engine *e, struct tier__obj *o);
+/* @pre ABSENT: the copy was removed; STALE, VUNK and UNSYNC_C go with it. */
+void tier__obj_copy_gone(struct tier_engine *e, struct tier__obj *o);
+/*
+ * UNSYNC_C/UNSYNC_B: written without FUA since the last sync (flag one of
+ * them; a no-op for a pool whose acks are durable); the key joins e->unsync.
+ */
+void tier__obj_unsync_begin(struct tier_engine *e, struct tier__obj *o, uint16_t flag);
+/* A sync job covers them from here (flags: UNSYNC_C and/or UNSYNC_B). */
+void tier__obj_unsync_end(struct tier_engine *e, struct tier__obj *o, uint16_t flags);
+/* PQUEUED, FQUEUED: an internal promotion hint, a fill hint, is queued on o. */
+void tier__obj_pqueue_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_pqueue_end(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_fqueue_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_fqueue_end(struct tier_engine *e, struct tier__obj *o);
+/* HOT: written during its last flush, in e->hot (agent.c): the agent leaves it alone. */
+void tier__obj_hot_begin(struct tier_engine *e, struct tier__obj *o);
+void tier__obj_hot_end(struct tier_engine *e, struct tier__obj *o);
 int tier__meta_encode_obj(const struct tier_engine *e, uint32_t flags, uint64_t version,
 			  const uint64_t *valid, const uint64_t *dirty, void *buf);
 void tier__map_foreach(struct tier_engine *e, void (*fn)(struct tier_engine *e,
@@ -426,7 +485,7 @@ static inline void tier__bit_set(uint64_t *w, size_t i) { w[i / 64] |= 1ull << (
 size_t tier__popcount(const uint64_t *w, size_t nwords);
 bool tier__obj_busy(const struct tier__obj *o);
 
-/* dispatch.c */
+/* route.c (the queues, the router: libtier/route.h shares the rest of the data path) */
 int tier__ext_enqueue(struct tier_engine *e, struct tier_image *img, struct tier_request *req,
 		      int type, uint64_t objno, uint32_t off, uint32_t len, char *buf);
 void tier__obj_kick(struct tier_engine *e, struct tier__obj *o);

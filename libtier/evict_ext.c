@@ -160,8 +160,7 @@ static void pe_end(struct tier__job *j)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 
-	o->flags &= (uint16_t)~TIER__OF_EXCL;
-	e->agent_evicting--;
+	tier__obj_pevict_end(e, o);
 	tier__job_free(j);
 	tier__obj_kick(e, o);   /* a flush waiting to snapshot, then the queue */
 	tier__agent_run(e);
@@ -288,8 +287,7 @@ int tier__evict_partial_start(struct tier_engine *e, struct tier_image *img, str
 		return ml;
 	}
 	clear_refs(e, o);
-	o->flags |= TIER__OF_EXCL;
-	e->agent_evicting++;
+	tier__obj_pevict_begin(e, o);
 	j->step = PE_SETMETA;
 	j->op.opcode = TIER_STORE_SETMETA;
 	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_FUA;

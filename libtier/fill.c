@@ -3,7 +3,7 @@
  * libtier/fill.c - fills: copying the extents a partly valid cache copy
  * lacks from base, so that a hot partial object (extent bitmaps) becomes
  * whole.  Whether to fill is decide.c's (tier__decide_fill, after a read
- * that needed base; dispatch.c queues the hint behind that read and takes
+ * that needed base; hint.c queues the hint behind that read and takes
  * the promotion throttle's tokens).  A fill reads the copy's invalid
  * extents from base in the promotion's durability order
  * (tier__decide_promote_read: a name barrier first, or FUA reads) while
@@ -149,15 +149,6 @@ static int job_span_buf(struct tier__job *j, const uint64_t *want)
 			     (uint32_t)(ext_end(e, j->obj, le) - fe * e->p.extent_size));
 }
 
-static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
-{
-	memset(op, 0, sizeof(*op));
-	op->opcode = opc;
-	op->cb = fill_cb;
-	op->priv = j;
-	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
-}
-
 /* End the job (the caller kicks the object's queue, unless it runs it already). */
 static void fill_end(struct tier__job *j, bool ok)
 {
@@ -169,13 +160,10 @@ static void fill_end(struct tier__job *j, bool ok)
 		pp = &(*pp)->fnext;
 	if (*pp)
 		*pp = j->fnext;
-	if (j->rf_create) {
-		o->flags &= (uint16_t)~TIER__OF_PROMOTING;
-		e->n_promoting--;
-	} else {
-		o->flags &= (uint16_t)~(TIER__OF_FILLING | TIER__OF_FILL_READY);
-	}
-	e->promoting_bytes -= j->len;
+	if (j->rf_create)
+		tier__obj_promote_end(e, o, j->len);
+	else
+		tier__obj_fill_end(e, o, j->len);
 	if (!ok)
 		tier__count(e, j->img, fill_failed, 1);
 	tier__job_free(j);
@@ -224,7 +212,7 @@ static void fill_read(struct tier__job *j)
 	for (size_t i = 0; i < j->nops; i++) {
 		uint64_t off = j->ops[i].off, len = j->ops[i].len;
 
-		job_op(j, &j->ops[i], TIER_STORE_READ);
+		tier__job_op(j, &j->ops[i], TIER_STORE_READ, fill_cb);
 		j->ops[i].off = off;
 		j->ops[i].len = len;
 		j->ops[i].buf = jbuf(j, off);
@@ -249,7 +237,7 @@ static bool fill_write(struct tier__job *j)
 	size_t n = 0;
 	bool any = false;
 
-	o->flags &= (uint16_t)~TIER__OF_FILL_READY;
+	tier__obj_fill_ready_end(e, o);
 	if (o->state == TIER__ABSENT || !tier__obj_bits(o) || (o->flags & TIER__OF_VUNK)) {
 		fill_end(j, false);   /* its version is unknown now: a SETMETA would guess */
 		return true;
@@ -283,13 +271,13 @@ static bool fill_write(struct tier__job *j)
 		s = i;
 		while (i + 1 < e->nbits && tier__bit(plan, i + 1))
 			i++;
-		job_op(j, &ops[j->nops], TIER_STORE_WRITE);
+		tier__job_op(j, &ops[j->nops], TIER_STORE_WRITE, fill_cb);
 		ops[j->nops].off = s * e->p.extent_size;
 		ops[j->nops].len = ext_end(e, o, i) - s * e->p.extent_size;
 		ops[j->nops].buf = jbuf(j, ops[j->nops].off);
 		j->nops++;
 	}
-	o->flags |= TIER__OF_EXCL;
+	tier__obj_excl_begin(e, o);
 	j->step = FILL_WRITE;
 	j->npending = j->nops;
 	for (size_t i = 0; i < j->nops; i++)
@@ -316,7 +304,7 @@ static void fill_setmeta(struct tier__job *j)
 	j->version = o->version + 1;
 	ml = tier__meta_encode_obj(e, o->state == TIER__DIRTY ? TIER_META_F_DIRTY : 0, j->version,
 				   nv, tier__obj_bits(o) + e->nwords, j->meta);
-	job_op(j, &j->op, TIER_STORE_SETMETA);
+	tier__job_op(j, &j->op, TIER_STORE_SETMETA, fill_cb);
 	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
 	j->op.meta = j->meta;
 	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
@@ -324,7 +312,7 @@ static void fill_setmeta(struct tier__job *j)
 	j->op.expect_version = o->version;
 	j->step = FILL_SETMETA;
 	if (ml < 0) {
-		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__obj_excl_end(e, o);
 		fill_done(j, false);
 		return;
 	}
@@ -339,7 +327,7 @@ static void fill_land(struct tier__job *j)
 
 	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
 		j->step = FILL_WAIT;
-		o->flags |= TIER__OF_FILL_READY;
+		tier__obj_fill_ready_begin(e, o);
 		return;
 	}
 	if (fill_write(j)) {   /* it ended: j is gone */
@@ -420,7 +408,7 @@ static void fill_cb(struct tier_store_op *op)
 		if (j->err) {
 			/* only extents the meta calls invalid were touched: nothing to undo */
 			tier__cache_error(e, j->err);
-			o->flags &= (uint16_t)~TIER__OF_EXCL;
+			tier__obj_excl_end(e, o);
 			fill_done(j, false);
 			return;
 		}
@@ -431,7 +419,7 @@ static void fill_cb(struct tier_store_op *op)
 			/* as a promotion's: EEXIST a leftover, EINVAL refused; STALE either way */
 			if (r != -EEXIST && r != -EINVAL)
 				tier__cache_error(e, r);
-			o->flags |= TIER__OF_STALE;
+			tier__obj_stale_begin(e, o);
 			j->err = r;
 			fill_done(j, false);
 			return;
@@ -442,7 +430,7 @@ static void fill_cb(struct tier_store_op *op)
 		}
 		o->version = j->version;
 		o->mtime_ms = tier__eng_now_ms(e);
-		o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
+		tier__obj_copy_known(e, o);
 		tier__obj_set_state(e, o, TIER__CLEAN, j->snap, NULL);
 		tier__count(e, j->img, fills, 1);
 		tier__count(e, j->img, fill_bytes, j->len);
@@ -452,12 +440,12 @@ static void fill_cb(struct tier_store_op *op)
 	default: {
 		uint64_t before = tier__obj_cached_bytes(e, o);
 
-		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__obj_excl_end(e, o);
 		if (r < 0) {
 			/* not ECANCELED (nothing changed): the stored meta is uncertain */
 			if (r != -ECANCELED) {
 				tier__cache_error(e, r);
-				o->flags |= TIER__OF_VUNK;
+				tier__obj_vunk_begin(e, o);
 			}
 			j->err = r;
 			fill_done(j, false);
@@ -465,7 +453,7 @@ static void fill_cb(struct tier_store_op *op)
 		}
 		o->version = j->version;
 		tier__obj_set_state(e, o, o->state, j->snap + 2 * e->nwords, NULL);
-		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+		tier__obj_unsync_begin(e, o, TIER__OF_UNSYNC_C);
 		tier__count(e, j->img, fills, 1);
 		tier__count(e, j->img, fill_bytes, tier__obj_cached_bytes(e, o) - before);
 		fill_done(j, true);
@@ -503,8 +491,7 @@ void tier__fill_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j->nops = read_runs(e, o, j->snap, j->ops, &bytes);
 	/* the bytes it adds are admitted, not yet cached: they count as full */
 	j->len = lacks;
-	e->promoting_bytes += j->len;
-	o->flags |= TIER__OF_FILLING;
+	tier__obj_fill_begin(e, o, j->len);
 	j->fnext = e->fills;
 	e->fills = j;
 	j->step = FILL_BARRIER;
@@ -585,14 +572,11 @@ enum tier__rfill tier__rfill_start(struct tier_engine *e, struct tier_image *img
 		goto nomem;
 	/* the bytes it adds are admitted, not yet cached: they count as full */
 	j->len = lacks;
-	e->promoting_bytes += j->len;
-	if (absent) {
-		j->rf_create = true;
-		o->flags |= TIER__OF_PROMOTING;
-		e->n_promoting++;
-	} else {
-		o->flags |= TIER__OF_FILLING;
-	}
+	j->rf_create = absent;
+	if (absent)
+		tier__obj_promote_begin(e, o, j->len);
+	else
+		tier__obj_fill_begin(e, o, j->len);
 	j->fnext = e->fills;
 	e->fills = j;
 	j->step = FILL_CLIENT;
@@ -633,7 +617,7 @@ static void rfill_create(struct tier__job *j)
 	j->version = 1;
 	/* valid: the read's extents (one run), dirty: none (snap's third part is zero) */
 	ml = tier__meta_encode_obj(e, 0, j->version, j->snap, j->snap + 2 * e->nwords, j->meta);
-	job_op(j, &j->op, TIER_STORE_WRITE);
+	tier__job_op(j, &j->op, TIER_STORE_WRITE, fill_cb);
 	j->op.flags = TIER_STORE_F_EXCL | TIER_STORE_F_META | TIER_STORE_F_ORDERED;
 	j->op.off = fe * es;
 	j->op.len = ext_end(e, o, le) - fe * es;
@@ -679,7 +663,7 @@ void tier__rfill_read_done(struct tier_engine *e, struct tier__obj *o, struct ti
 	}
 	if ((o->flags & TIER__OF_EXCL) || o->nrun) {
 		j->step = FILL_WAIT;
-		o->flags |= TIER__OF_FILL_READY;
+		tier__obj_fill_ready_begin(e, o);
 		return;
 	}
 	fill_write(j);   /* ended or not, the caller runs o's queue */

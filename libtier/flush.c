@@ -67,8 +67,7 @@ static void flush_end(struct tier__job *j, bool failed)
 			       j->err ? j->err : -EIO, "; it stays dirty and is retried%s",
 			       j->err ? "" : " (no base write could start)");
 	}
-	o->flags &= (uint16_t)~TIER__OF_FLUSHING;
-	e->agent_flushing--;
+	tier__obj_flush_end(e, o);
 	if (o->flags & TIER__OF_EVICT_AFTER_FLUSH) {
 		/*
 		 * The flush of an eviction: evict the copy now it is clean, unless
@@ -78,8 +77,7 @@ static void flush_end(struct tier__job *j, bool failed)
 		 */
 		uint64_t now = tier__eng_now_ms(e), d = now - j->t_start_ms;
 
-		o->flags &= (uint16_t)~TIER__OF_EVICT_AFTER_FLUSH;
-		e->agent_evicting--;
+		tier__obj_evict_dirty_end(e, o);
 		if (o->state == TIER__CLEAN && !j->img->closed && !j->img->parked &&
 		    tier__evict_start(e, j->img, o) == -EBUSY && o->qhead)
 			tier__agent_cool(e, o, now + (d > e->p.cache_min_flush_age ? d :
@@ -97,15 +95,6 @@ static void flush_done(struct tier__job *j, bool failed)
 	tier__obj_kick(e, o);
 	tier__agent_run(e);
 	tier__deliver(e);
-}
-
-static void job_op(struct tier__job *j, struct tier_store_op *op, enum tier_store_opcode opc)
-{
-	memset(op, 0, sizeof(*op));
-	op->opcode = opc;
-	op->cb = flush_cb;
-	op->priv = j;
-	tier__oid(j->img, TIER__KEY_OBJNO(j->obj->key), op->oid);
 }
 
 static void flush_submit(struct tier_store *st, struct tier_store_op *op)
@@ -200,7 +189,7 @@ static void flush_read(struct tier__job *j)
 	j->npending = n;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off = j->ops[i].off, len = j->ops[i].len;
-		job_op(j, &j->ops[i], TIER_STORE_READ);
+		tier__job_op(j, &j->ops[i], TIER_STORE_READ, flush_cb);
 		j->ops[i].off = off;
 		j->ops[i].len = len;
 		j->ops[i].buf = (char *)j->buf + off;
@@ -220,7 +209,7 @@ static int flush_plan(struct tier__job *j)
 		j->ops = calloc(1, sizeof(*j->ops));
 		if (!j->ops)
 			return -ENOMEM;
-		job_op(j, &j->ops[0], TIER_STORE_WRITE);
+		tier__job_op(j, &j->ops[0], TIER_STORE_WRITE, flush_cb);
 		j->ops[0].off = 0;
 		j->ops[0].len = tier__obj_len(e, o);
 		j->ops[0].buf = j->buf;
@@ -246,7 +235,7 @@ static int flush_plan(struct tier__job *j)
 		t = (i + 1) * es < tier__obj_len(e, o) ? (i + 1) * es : tier__obj_len(e, o);
 		if (s * es >= t)
 			continue;
-		job_op(j, &j->ops[j->nops], TIER_STORE_WRITE);
+		tier__job_op(j, &j->ops[j->nops], TIER_STORE_WRITE, flush_cb);
 		j->ops[j->nops].off = s * es;
 		j->ops[j->nops].len = t - s * es;
 		j->ops[j->nops].buf = (char *)j->buf + s * es;
@@ -312,7 +301,7 @@ static void flush_setmeta(struct tier__job *j)
 	 * still take the cache's unsynced bytes back; "clean" may only become
 	 * durable with them, or a clean copy would differ from base.
 	 */
-	job_op(j, &j->op, TIER_STORE_SETMETA);
+	tier__job_op(j, &j->op, TIER_STORE_SETMETA, flush_cb);
 	j->op.flags = TIER_STORE_F_META | TIER_STORE_F_GUARD | TIER_STORE_F_ORDERED;
 	j->op.meta = j->meta;
 	j->op.meta_len = ml > 0 ? (uint32_t)ml : 0;
@@ -322,7 +311,7 @@ static void flush_setmeta(struct tier__job *j)
 		flush_done(j, true);
 		return;
 	}
-	o->flags |= TIER__OF_EXCL;
+	tier__obj_excl_begin(e, o);
 	flush_submit(e->cache, &j->op);
 }
 
@@ -379,7 +368,7 @@ static void flush_cb(struct tier_store_op *op)
 			return;
 		}
 		o->version = op->obj_version;
-		o->flags &= (uint16_t)~TIER__OF_VUNK;
+		tier__obj_vunk_end(e, o);
 		flush_read(j);
 		return;
 	case FLUSH_READ:
@@ -430,7 +419,7 @@ static void flush_cb(struct tier_store_op *op)
 		return;
 	case FLUSH_SETMETA:
 	default:  /* SETMETA clean (or partly clean), run exclusive */
-		o->flags &= (uint16_t)~TIER__OF_EXCL;
+		tier__obj_excl_end(e, o);
 		if (r == 0 && o->version == j->version && !(o->flags & TIER__OF_VUNK)) {
 			flush_clean(j);
 		} else if (r < 0 && r != -ECANCELED) {
@@ -462,7 +451,7 @@ static void flush_begin(struct tier__job *j)
 {
 	if (j->obj->flags & TIER__OF_VUNK) {
 		j->step = FLUSH_STAT;
-		job_op(j, &j->op, TIER_STORE_STAT);
+		tier__job_op(j, &j->op, TIER_STORE_STAT, flush_cb);
 		flush_submit(j->e->cache, &j->op);
 		return;
 	}
@@ -504,8 +493,7 @@ static int flush_start(struct tier_engine *e, struct tier_image *img, struct tie
 		}
 	}
 	j->cold = cold;
-	o->flags |= TIER__OF_FLUSHING;
-	e->agent_flushing++;
+	tier__obj_flush_begin(e, o);
 	j->t_start_ms = tier__eng_now_ms(e);
 	j->fnext = e->flushes;
 	e->flushes = j;
@@ -540,7 +528,7 @@ static void evict_cb(struct tier_store_op *op)
 	if (r == 0 || r == -ENOENT) {
 		uint64_t bytes = tier__obj_cached_bytes(e, o);
 		tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
-		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_C | TIER__OF_VUNK);
+		tier__obj_copy_gone(e, o);
 		tier__count(e, j->img, evictions, 1);
 		tier__count(e, j->img, evict_bytes, bytes);
 	} else {
@@ -552,8 +540,7 @@ static void evict_cb(struct tier_store_op *op)
 			e->agent_pause_until_ms = tier__eng_now_ms(e) + AGENT_PAUSE_MS;
 		}
 	}
-	o->flags &= (uint16_t)~TIER__OF_EVICTING;
-	e->agent_evicting--;
+	tier__obj_evict_end(e, o);
 	tier__job_free(j);
 	tier__obj_kick(e, o);
 	tier__agent_run(e);
@@ -571,12 +558,10 @@ static int evict_dirty(struct tier_engine *e, struct tier_image *img, struct tie
 	int rc;
 
 	/* set first: a flush with nothing to write can end inside tier__flush_start */
-	o->flags |= TIER__OF_EVICT_AFTER_FLUSH;
-	e->agent_evicting++;
+	tier__obj_evict_dirty_begin(e, o);
 	rc = tier__flush_start(e, img, o);
 	if (rc < 0) {
-		o->flags &= (uint16_t)~TIER__OF_EVICT_AFTER_FLUSH;
-		e->agent_evicting--;
+		tier__obj_evict_dirty_end(e, o);
 	}
 	return rc;
 }
@@ -594,8 +579,7 @@ int tier__evict_start(struct tier_engine *e, struct tier_image *img, struct tier
 	j = tier__job_new(e, TIER__J_EVICT, img, o);
 	if (!j)
 		return -ENOMEM;
-	o->flags |= TIER__OF_EVICTING;
-	e->agent_evicting++;
+	tier__obj_evict_begin(e, o);
 	/*
 	 * FUA: once the engine calls the object ABSENT, base is authoritative
 	 * and may change; a copy that came back after a power cut would serve
@@ -669,9 +653,9 @@ static void sync_failed(struct tier__job *j, struct tier__obj *o)
 			  strerror(-j->err));
 	e->sync_bg_pause_until_ms = now + SYNC_BG_PAUSE_MS;
 	if (o && (j->sync_flags & TIER__OF_UNSYNC_C))
-		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_C);
+		tier__obj_unsync_begin(e, o, TIER__OF_UNSYNC_C);
 	if (o && (j->sync_flags & TIER__OF_UNSYNC_B))
-		tier__obj_set_unsync(e, o, TIER__OF_UNSYNC_B);
+		tier__obj_unsync_begin(e, o, TIER__OF_UNSYNC_B);
 	for (struct tier__sync_wait *w = e->sync_waits; w; w = w->next)
 		if (w->seq >= j->seq && !w->err && (!j->sync_flags || w->img == j->img))
 			w->err = -EIO;
@@ -768,9 +752,10 @@ static void sync_job_go(struct tier__job *j)
 }
 
 /*
- * @pre the object's UNSYNC flags `flags` are already cleared (a failed
- * sync sets them again, from its callback).  The object stays in the map
- * until the job ends; a promotion meanwhile knows base may not be durable.
+ * Once the job exists it takes over the object's UNSYNC flags `flags`
+ * (cleared before its ops go out; a failed sync sets them again, from its
+ * callback); on -ENOMEM they stay.  The object stays in the map until the
+ * job ends; a promotion meanwhile knows base may not be durable.
  */
 static int sync_one(struct tier_engine *e, struct tier_image *img, struct tier__obj *o,
 		    uint16_t flags)
@@ -780,6 +765,7 @@ static int sync_one(struct tier_engine *e, struct tier_image *img, struct tier__
 
 	if (!j)
 		return -ENOMEM;
+	tier__obj_unsync_end(e, o, flags);
 	j->sync_key = o->key;
 	j->sync_flags = flags;
 	if (o->nsync < UINT8_MAX)
@@ -872,12 +858,9 @@ static int sync_keys(struct tier_engine *e, struct tier_image *only)
 			e->unsync[w++] = key;
 			continue;
 		}
-		o->flags &= (uint16_t)~f;
 		rc = sync_one(e, img, o, f);
-		if (rc < 0) {
-			o->flags |= f;          /* kept: a later FLUSH tries again */
-			e->unsync[w++] = key;
-		}
+		if (rc < 0)
+			e->unsync[w++] = key;   /* flags kept: a later FLUSH tries again */
 	}
 	if (e->n_unsync > n0)
 		memmove(e->unsync + w, e->unsync + n0, (e->n_unsync - n0) * sizeof(*e->unsync));

@@ -29,6 +29,17 @@ static inline struct tier__obj *slot(const struct tier_engine *e, uint32_t idx1)
 					     (size_t)(i & (TIER__SLAB_CHUNK - 1)) * e->obj_size);
 }
 
+/* The only raw writes of o->flags: every flag changes through a named helper. */
+static inline void flag_on(struct tier__obj *o, uint16_t f)
+{
+	o->flags |= f;
+}
+
+static inline void flag_off(struct tier__obj *o, uint16_t f)
+{
+	o->flags &= (uint16_t)~f;
+}
+
 int tier__map_init(struct tier_engine *e)
 {
 	e->refbits = e->p.promote_granularity == TIER_GRAN_EXTENT;   /* evict_ext.c */
@@ -171,7 +182,7 @@ struct tier__obj *tier__obj_get(struct tier_engine *e, struct tier_image *img, u
 	memset(o, 0, sizeof(*o));
 	o->key = key;
 	if (objno == img->nobjs - 1 && img->size % e->p.object_size)
-		o->flags |= TIER__OF_SHORT;
+		flag_on(o, TIER__OF_SHORT);
 	b = tier__mix64(key) & e->ht_mask;
 	o->hnext = e->ht[b];
 	e->ht[b] = idx;
@@ -200,8 +211,8 @@ void tier__obj_release(struct tier_engine *e, struct tier__obj *o)
 	if (img && (img->closed || img->parked)) {
 		/* image closed or handed off: forget the entry (the cache copy stays) */
 		tier__obj_set_state(e, o, TIER__ABSENT, NULL, NULL);
-		o->flags &= (uint16_t)~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE |
-					TIER__OF_VUNK);
+		tier__obj_copy_gone(e, o);
+		tier__obj_unsync_end(e, o, TIER__OF_UNSYNC_B);
 	}
 	if (o->state != TIER__ABSENT ||
 	    (o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C | TIER__OF_STALE)))
@@ -227,14 +238,14 @@ int tier__obj_alloc_bits(struct tier_engine *e, struct tier__obj *o)
 	if (!e->nwords)
 		return -EINVAL;
 	memset(o + 1, 0, (e->refbits ? 3 : 2) * e->nwords * sizeof(uint64_t));   /* valid, dirty, ref */
-	o->flags |= TIER__OF_BITS;
+	flag_on(o, TIER__OF_BITS);
 	return 0;
 }
 
 void tier__obj_free_bits(struct tier_engine *e, struct tier__obj *o)
 {
 	(void)e;
-	o->flags &= (uint16_t)~TIER__OF_BITS;
+	flag_off(o, TIER__OF_BITS);
 }
 
 size_t tier__popcount(const uint64_t *w, size_t nwords)
@@ -347,25 +358,62 @@ void tier__obj_set_state(struct tier_engine *e, struct tier__obj *o, uint8_t sta
 }
 
 /*
- * The legal combinations, between transitions (tier__obj_kick checks them
- * after every completion and every queue run):
- *  - state is ABSENT, CLEAN or DIRTY;
- *  - PROMOTING: ABSENT (a promotion only fills an absent copy), no other
- *    job and no exclusive op on it;
- *  - FLUSHING: DIRTY, not PROMOTING or EVICTING;
- *  - EVICTING: CLEAN, no other job and no exclusive op;
- *  - EVICT_AFTER_FLUSH (an eviction of a dirty copy): its flush runs;
- *  - STALE (a cache object may exist): ABSENT;
- *  - VUNK (the store version is unknown): not ABSENT;
- *  - PQUEUED: an internal promotion hint is queued (admin promotes queue
- *    them too, without the flag);
- *  - FQUEUED: a fill hint is queued, and only one;
- *  - FILLING (a fill job runs): CLEAN or DIRTY with bitmaps, not PROMOTING
- *    or EVICTING (a flush may run beside it); FILL_READY only with it;
- *  - nproxy <= nrun;
- *  - bitmaps only in extent mode; none on an ABSENT copy unless a cache
- *    write creating it runs (EXCL); dirty extents are valid, a CLEAN copy
- *    has none, a DIRTY copy with bitmaps has at least one.
+ * Every transient flag has one owner: the helpers below are the only code
+ * that sets or clears it (grep "flags |=" and "flags &=": flag_on and
+ * flag_off only), each with the count tied to it.  The table: the flag, its
+ * setter and clearer (and who calls them), and what tier__obj_check holds
+ * between transitions (tier__obj_kick checks it after every completion and
+ * every queue run).
+ *
+ *  flag          set by (caller)                 cleared by (caller)               invariant
+ *  PROMOTING     promote_begin (promote.c        promote_end (promote_done,        ABSENT; no FLUSHING,
+ *                tier__promote_start, fill.c     fill_end); n_promoting,           EVICTING or EXCL
+ *                tier__rfill_start: no copy);    promoting_bytes back
+ *                n_promoting, promoting_bytes
+ *  FLUSHING      flush_begin (flush.c            flush_end (flush_end);            DIRTY; no PROMOTING
+ *                flush_start); agent_flushing    agent_flushing                    or EVICTING
+ *  EVICTING      evict_begin (flush.c            evict_end (evict_cb);             CLEAN; no FLUSHING
+ *                tier__evict_start);             agent_evicting                    or EXCL
+ *                agent_evicting
+ *  EVICT_AFTER_  evict_dirty_begin (flush.c      evict_dirty_end (flush_end, or    with FLUSHING
+ *  FLUSH         evict_dirty); agent_evicting    evict_dirty if the flush cannot
+ *                                                start); agent_evicting
+ *  EXCL          excl_begin (write.c cache       excl_end (their callbacks and     not with PROMOTING or
+ *                writes and drops, fill.c        failure paths); pevict_end        EVICTING; bitmaps on an
+ *                fill_write, flush.c             (evict_ext.c pe_end);             ABSENT copy only with it
+ *                flush_setmeta); pevict_begin    agent_evicting
+ *                (evict_ext.c: a partial
+ *                eviction, agent_evicting)
+ *  VUNK          vunk_begin (write.c cw_cb,      vunk_end (flush.c FLUSH_STAT),    not ABSENT
+ *                fill.c a failed SETMETA)        copy_known, copy_gone
+ *  STALE         stale_begin (write.c cw_cb      copy_known (a write of the copy   ABSENT
+ *                creating, promote.c, fill.c     landed: write.c cw_cb, promote.c,
+ *                FILL_CREATE: failed writes)     fill.c), copy_gone, release
+ *  UNSYNC_C,     unsync_begin (write.c, fill.c,  unsync_end (flush.c sync_keys),   -
+ *  UNSYNC_B      flush.c sync_failed): the       copy_gone (UNSYNC_C: write.c
+ *                e->unsync list                  drop_cb, flush.c evict_cb),
+ *                                                release of a closed image's entry
+ *  PQUEUED       pqueue_begin (hint.c            pqueue_end (route.c finish_now,   its promotion hint is
+ *                tier__hint_promote)             try_start PROMOTE)                queued
+ *  FQUEUED       fqueue_begin (hint.c            fqueue_end (route.c finish_now,   exactly one fill hint
+ *                queue_fill)                     try_start FILL)                   is queued
+ *  FILLING       fill_begin (fill.c              fill_end (fill.c fill_end);       cached with bitmaps; no
+ *                tier__fill_start,               promoting_bytes back              PROMOTING or EVICTING
+ *                tier__rfill_start: a copy);
+ *                promoting_bytes
+ *  FILL_READY    fill_ready_begin (fill.c        fill_ready_end (fill_write),      with FILLING
+ *                fill_land, rfill_read_done)     fill_end
+ *  HOT           hot_begin (agent.c              hot_end (agent.c                  - (the agent skips it)
+ *                tier__agent_cool: e->hot)       tier__agent_hot_expire)
+ *  BITS          tier__obj_alloc_bits            tier__obj_free_bits (set_state    bitmaps only in extent
+ *                                                ABSENT, failed creations)         mode
+ *  SHORT         tier__obj_get (the image's      never (the entry is freed)        -
+ *                last object, cut short)
+ *
+ * And beside the flags: state is ABSENT, CLEAN or DIRTY; nproxy <= nrun;
+ * dirty extents are valid, a CLEAN copy has none, a DIRTY copy with
+ * bitmaps has at least one; none on an ABSENT copy unless a cache write
+ * creating it runs (EXCL).
  */
 const char *tier__obj_check(const struct tier_engine *e, const struct tier__obj *o)
 {
@@ -440,7 +488,222 @@ void tier__obj_assert(const struct tier_engine *e, const struct tier__obj *o, co
 }
 #endif
 
-void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t flag)
+/* ---- flags with owners (the table above tier__obj_check) ---- */
+
+#ifndef NDEBUG
+/* A helper's precondition failed: an engine bug.  Debug builds (the tests) stop here. */
+static void flag_pre_failed(const struct tier_engine *e, const struct tier__obj *o,
+			    const char *helper, const char *pre)
+{
+	tier__log(e, TIER_LOG_ERROR, "object %016llx: %s: state %u flags %#x nrun %u: "
+		  "precondition %s does not hold", (unsigned long long)o->key, helper, o->state,
+		  o->flags, o->nrun, pre);
+	fprintf(stderr, "tier: object %016llx: %s: precondition %s does not hold\n",
+		(unsigned long long)o->key, helper, pre);
+	abort();
+}
+#define FLAG_PRE(e, o, cond) \
+	do { if (!(cond)) flag_pre_failed((e), (o), __func__, #cond); } while (0)
+#else
+#define FLAG_PRE(e, o, cond) do { (void)(e); (void)(o); } while (0)
+#endif
+
+#define HAS(o, f)  (((o)->flags & (f)) != 0)
+
+void tier__obj_promote_begin(struct tier_engine *e, struct tier__obj *o, uint64_t bytes)
+{
+	FLAG_PRE(e, o, o->state == TIER__ABSENT);
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_PROMOTING | TIER__OF_FLUSHING | TIER__OF_EVICTING |
+			       TIER__OF_EXCL));
+	flag_on(o, TIER__OF_PROMOTING);
+	e->n_promoting++;
+	e->promoting_bytes += bytes;
+}
+
+void tier__obj_promote_end(struct tier_engine *e, struct tier__obj *o, uint64_t bytes)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_PROMOTING));
+	FLAG_PRE(e, o, e->n_promoting > 0 && e->promoting_bytes >= bytes);
+	flag_off(o, TIER__OF_PROMOTING);
+	e->n_promoting--;
+	e->promoting_bytes -= bytes;
+}
+
+void tier__obj_fill_begin(struct tier_engine *e, struct tier__obj *o, uint64_t bytes)
+{
+	FLAG_PRE(e, o, o->state != TIER__ABSENT && tier__obj_bits(o));
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_FILLING | TIER__OF_PROMOTING | TIER__OF_EVICTING));
+	flag_on(o, TIER__OF_FILLING);
+	e->promoting_bytes += bytes;
+}
+
+void tier__obj_fill_end(struct tier_engine *e, struct tier__obj *o, uint64_t bytes)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_FILLING));
+	FLAG_PRE(e, o, e->promoting_bytes >= bytes);
+	flag_off(o, TIER__OF_FILLING | TIER__OF_FILL_READY);
+	e->promoting_bytes -= bytes;
+}
+
+void tier__obj_fill_ready_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_FILLING) && !HAS(o, TIER__OF_FILL_READY));
+	flag_on(o, TIER__OF_FILL_READY);
+}
+
+void tier__obj_fill_ready_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_FILLING));
+	flag_off(o, TIER__OF_FILL_READY);
+}
+
+void tier__obj_flush_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state == TIER__DIRTY);
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_FLUSHING | TIER__OF_PROMOTING | TIER__OF_EVICTING));
+	flag_on(o, TIER__OF_FLUSHING);
+	e->agent_flushing++;
+}
+
+void tier__obj_flush_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_FLUSHING) && e->agent_flushing > 0);
+	flag_off(o, TIER__OF_FLUSHING);
+	e->agent_flushing--;
+}
+
+void tier__obj_evict_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state == TIER__CLEAN);
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_EVICTING | TIER__OF_FLUSHING | TIER__OF_EXCL |
+			       TIER__OF_PROMOTING | TIER__OF_VUNK));
+	flag_on(o, TIER__OF_EVICTING);
+	e->agent_evicting++;
+}
+
+void tier__obj_evict_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_EVICTING) && e->agent_evicting > 0);
+	flag_off(o, TIER__OF_EVICTING);
+	e->agent_evicting--;
+}
+
+void tier__obj_evict_dirty_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state == TIER__DIRTY);
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_EVICT_AFTER_FLUSH | TIER__OF_FLUSHING |
+			       TIER__OF_EVICTING));
+	flag_on(o, TIER__OF_EVICT_AFTER_FLUSH);
+	e->agent_evicting++;
+}
+
+void tier__obj_evict_dirty_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_EVICT_AFTER_FLUSH) && e->agent_evicting > 0);
+	flag_off(o, TIER__OF_EVICT_AFTER_FLUSH);
+	e->agent_evicting--;
+}
+
+void tier__obj_excl_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_EXCL | TIER__OF_PROMOTING | TIER__OF_EVICTING));
+	flag_on(o, TIER__OF_EXCL);
+}
+
+void tier__obj_excl_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_EXCL));
+	flag_off(o, TIER__OF_EXCL);
+}
+
+void tier__obj_pevict_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state != TIER__ABSENT && !tier__obj_busy(o));
+	tier__obj_excl_begin(e, o);
+	e->agent_evicting++;
+}
+
+void tier__obj_pevict_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, e->agent_evicting > 0);
+	tier__obj_excl_end(e, o);
+	e->agent_evicting--;
+}
+
+void tier__obj_vunk_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state != TIER__ABSENT);
+	flag_on(o, TIER__OF_VUNK);
+}
+
+void tier__obj_vunk_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state != TIER__ABSENT);
+	flag_off(o, TIER__OF_VUNK);
+}
+
+void tier__obj_stale_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state == TIER__ABSENT);
+	flag_on(o, TIER__OF_STALE);
+}
+
+void tier__obj_copy_known(struct tier_engine *e, struct tier__obj *o)
+{
+	(void)e;
+	flag_off(o, TIER__OF_STALE | TIER__OF_VUNK);
+}
+
+void tier__obj_copy_gone(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, o->state == TIER__ABSENT);
+	flag_off(o, TIER__OF_STALE | TIER__OF_VUNK | TIER__OF_UNSYNC_C);
+}
+
+void tier__obj_unsync_end(struct tier_engine *e, struct tier__obj *o, uint16_t flags)
+{
+	FLAG_PRE(e, o, !(flags & ~(TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C)));
+	flag_off(o, flags);
+}
+
+void tier__obj_pqueue_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_PQUEUED));
+	flag_on(o, TIER__OF_PQUEUED);
+}
+
+void tier__obj_pqueue_end(struct tier_engine *e, struct tier__obj *o)
+{
+	/* no precondition: an admin promote's hint leaves the queue without the flag too */
+	(void)e;
+	flag_off(o, TIER__OF_PQUEUED);
+}
+
+void tier__obj_fqueue_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_FQUEUED));
+	flag_on(o, TIER__OF_FQUEUED);
+}
+
+void tier__obj_fqueue_end(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, HAS(o, TIER__OF_FQUEUED));
+	flag_off(o, TIER__OF_FQUEUED);
+}
+
+void tier__obj_hot_begin(struct tier_engine *e, struct tier__obj *o)
+{
+	FLAG_PRE(e, o, !HAS(o, TIER__OF_HOT));
+	flag_on(o, TIER__OF_HOT);
+}
+
+void tier__obj_hot_end(struct tier_engine *e, struct tier__obj *o)
+{
+	(void)e;
+	flag_off(o, TIER__OF_HOT);
+}
+
+void tier__obj_unsync_begin(struct tier_engine *e, struct tier__obj *o, uint16_t flag)
 {
 	bool had = o->flags & (TIER__OF_UNSYNC_B | TIER__OF_UNSYNC_C);
 
@@ -448,7 +711,7 @@ void tier__obj_set_unsync(struct tier_engine *e, struct tier__obj *o, uint16_t f
 	if ((flag == TIER__OF_UNSYNC_B && !e->sync_base) ||
 	    (flag == TIER__OF_UNSYNC_C && !e->sync_cache))
 		return;
-	o->flags |= flag;
+	flag_on(o, flag);
 	if (had)
 		return;
 	if (e->n_unsync == e->cap_unsync) {

@@ -11,7 +11,7 @@
  * (the engine's target moves live; an eviction does not shrink it); ghosts
  * are trimmed to |T1|+|B1| <= c and all four lists to 2c.  admit() is true
  * for a ghost key (B1 or B2): it left the cache recently, so the engine may
- * admit its miss as if recency said so (dispatch.c asks once per piece).
+ * admit its miss as if recency said so (route.c asks once per piece).
  * coldest() only names victims; a key leaves the cache through remove()
  * (and becomes a ghost).  Never touches the store.
  *

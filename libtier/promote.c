@@ -152,9 +152,7 @@ static void promote_done(struct tier__job *j, bool ok)
 	struct tier_engine *e = j->e;
 	struct tier__obj *o = j->obj;
 
-	o->flags &= (uint16_t)~TIER__OF_PROMOTING;
-	e->n_promoting--;
-	e->promoting_bytes -= tier__obj_len(e, o);
+	tier__obj_promote_end(e, o, tier__obj_len(e, o));
 	if (!ok) {
 		char oid[TIER_OID_MAX];
 
@@ -235,7 +233,7 @@ static void promote_cb(struct tier_store_op *op)
 		 */
 		if (r != -EEXIST && r != -EINVAL)
 			tier__cache_error(e, r);
-		o->flags |= TIER__OF_STALE;
+		tier__obj_stale_begin(e, o);
 		j->err = r;
 		promote_done(j, false);
 		return;
@@ -243,7 +241,7 @@ static void promote_cb(struct tier_store_op *op)
 	tier__obj_free_bits(e, o);   /* ABSENT: leftovers of a failed write; now all valid */
 	o->version = 1;
 	tier__obj_touch(e, o);
-	o->flags &= (uint16_t)~(TIER__OF_VUNK | TIER__OF_STALE);
+	tier__obj_copy_known(e, o);
 	tier__obj_set_state(e, o, TIER__CLEAN, NULL, NULL);
 	tier__count(e, j->img, promotions, 1);
 	tier__count(e, j->img, promote_bytes, j->len);
@@ -289,9 +287,7 @@ void tier__promote_start(struct tier_engine *e, struct tier_image *img, struct t
 			tier__ext_finish(e, waiter, 0);
 		return;
 	}
-	o->flags |= TIER__OF_PROMOTING;
-	e->n_promoting++;
-	e->promoting_bytes += tier__obj_len(e, o);
+	tier__obj_promote_begin(e, o, tier__obj_len(e, o));
 	j->waiter = waiter;
 	j->len = tier__obj_len(e, o);
 	j->step = PROMOTE_BARRIER;
