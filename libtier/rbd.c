@@ -136,7 +136,7 @@ static int cls_call(rados_ioctx_t io, const char *oid, const char *method,
  * As librbd's exclusive lock looks (librbd/ManagedLock, cls_lock): lock
  * "rbd_lock" on rbd_header.<id>, exclusive, cookie "auto <watch handle>",
  * held by the client that also watches the header.  The cookie goes on with
- * " tierd:<host>:<boot id>:<pid>", which librbd ignores when it parses the
+ * " tierd:<host>:<boot id>:<pid namespace>:<pid>", which librbd ignores when it parses the
  * handle and which lets a restarted tierd on the same host recognise a lock
  * of a killed predecessor.  The tag is empty (rados_lock_exclusive), not
  * librbd's "internal": a librbd client that finds the lock (exclusive-lock
@@ -159,6 +159,20 @@ struct tier_rbd_watch {
 };
 
 
+/* The inode of this process's PID namespace (0 if unknown). */
+static unsigned long pid_ns(void)
+{
+	char link[64];
+	ssize_t n = readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
+	const char *b;
+
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	b = strchr(link, '[');
+	return b ? strtoul(b + 1, NULL, 10) : 0;
+}
+
 static void make_ident(char *out, size_t cap)
 {
 	char host[64] = "unknown", boot[64] = "";
@@ -172,13 +186,16 @@ static void make_ident(char *out, size_t cap)
 	boot[8] = '\0';
 	gethostname(host, sizeof(host));
 	host[sizeof(host) - 1] = '\0';
-	snprintf(out, cap, "tierd:%s:%s:%ld", host, boot, (long)getpid());
+	snprintf(out, cap, "tierd:%s:%s:%lu:%ld", host, boot, pid_ns(), (long)getpid());
 }
 
 /*
- * A lock of a tierd of this host and boot that no longer exists: the
- * cookie is "auto <handle> tierd:host:boot:pid", or "tierd:host:boot:pid"
- * as versions before the rbd_lock wrote it (lock "tierd").
+ * A lock of a tierd of this host, boot and PID namespace that no longer
+ * exists: the cookie is "auto <handle> tierd:host:boot:pidns:pid".  Only
+ * there does kill(pid, 0) say anything about the holder (a tierd in
+ * another container of the host has a pid of its own namespace); other
+ * cookies, older ones ("tierd:host:boot:pid") included, are never stale:
+ * their holder's watch has to time out.
  */
 static bool cookie_is_stale(const char *cookie)
 {
@@ -189,7 +206,7 @@ static bool cookie_is_stale(const char *cookie)
 	if (!id || (id != cookie && id[-1] != ' '))
 		return false;
 	make_ident(prefix, sizeof(prefix));
-	/* same "tierd:host:boot:" prefix as ours, so the pid is meaningful here */
+	/* same "tierd:host:boot:pidns:" prefix as ours, so the pid is meaningful here */
 	*strrchr(prefix, ':') = '\0';
 	if (strncmp(id, prefix, strlen(prefix)) != 0 || id[strlen(prefix)] != ':')
 		return false;

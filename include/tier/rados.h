@@ -44,7 +44,7 @@ struct tier_rbd_image {
 	unsigned order;            /* object size = 1 << order */
 	uint64_t features;
 	/* while open: the header lock and watch, as `rbd lock ls` / `rbd status` show them */
-	char cookie[200];          /* "auto <watch handle> tierd:<host>:<boot>:<pid>" */
+	char cookie[200];          /* "auto <watch handle> tierd:<host>:<boot>:<pidns>:<pid>" */
 	uint64_t client_id;        /* the lock holder and watcher: client.<client_id> */
 	struct tier_rbd_watch *watch;
 	bool owned;                /* the lock is ours (tier_rbd_open2 may leave it to another) */
