@@ -1302,6 +1302,11 @@ static int start(struct tierd *d)
 
 		oc.no_blocklist = nb && !strcmp(nb, "1");
 		oc.no_self_fence = ns && !strcmp(ns, "1");
+		if (!TIERD_TEST_SWITCHES && (oc.no_blocklist || oc.no_self_fence)) {
+			tlog(d, TIER_LOG_ERROR, "TIERD_TEST_NO_BLOCKLIST/TIERD_TEST_NO_SELF_FENCE "
+			     "ignored: this build has no test switches (-Dtest_switches=false)");
+			oc.no_blocklist = oc.no_self_fence = false;
+		}
 		if (oc.no_self_fence)
 			tlog(d, TIER_LOG_ERROR, "TIERD_TEST_NO_SELF_FENCE=1: a watch error does not "
 			     "stop this tierd's writes and no lease bounds them (a test's control; "
