@@ -9,7 +9,9 @@
 # backing file is copied, e2fsck'd, mounted, tierd restarted on it and every
 # block checked against what the client may legally read back (durable by a
 # completed FLUSH or FUA, or newer).  Also kill -9 rounds (every
-# acknowledged write must read back).  Both promote_granularity modes.
+# acknowledged write must read back).  Both promote_granularity modes.  Then
+# kill -9 rounds with the pools on tmpfs (where the local store runs writes
+# with a pre_meta, FUA or F_ORDERED inline on the loop: no cut to make).
 #
 # Env: TIERD, TIERCTL (set by meson); TIER_POWERCUT_CUTS (power cuts per
 # mode, default 10; e.g. 300 for a long run), TIER_POWERCUT_KILL9 (kill -9
@@ -23,7 +25,8 @@
 # TIER_POWERCUT_QD (client requests in flight, default 16; at 64 a full
 # cache's agent may turn over faster: the summary's turnovers=),
 # TIER_POWERCUT_AGENT_OPS (agent_max_ops, default 8; 16 or 32 give the
-# agent as many jobs as a turnover does at QD 64 or deeper).
+# agent as many jobs as a turnover does at QD 64 or deeper),
+# TIER_POWERCUT_TMPFS_KILL9 (kill -9 rounds per mode on tmpfs, default 2).
 # Needs root and loop devices; exits 77 (skip) without them.
 set -uo pipefail
 
@@ -119,14 +122,23 @@ keep_args=()
 # and device copies far more than on the CPU.  TIER_POWERCUT_SERIAL=1 runs
 # them one after the other.
 status=0
+TK9=${TIER_POWERCUT_TMPFS_KILL9:-2}
+RUNS=()
 for mode in $MODES; do
-	mkdir -p "$WORK/$mode"
+	RUNS+=("$mode")
+	[ "$TK9" -gt 0 ] && RUNS+=("$mode-tmpfs")
+done
+for run in "${RUNS[@]}"; do
+	mode=${run%-tmpfs}
+	fsargs=(--cuts "$CUTS" --kill9 "$KILL9")
+	[ "$run" = "$mode" ] || fsargs=(--fs tmpfs --cuts 0 --kill9 "$TK9")
+	mkdir -p "$WORK/$run"
 	# the client's memory is bounded (soft limit: tierd and tierctl, its
 	# children, get the hard one back: an ASan build reserves terabytes)
-	( ulimit -S -v 4000000; exec "$PY" "$HERE/powercut.py" --mode "$mode" --work "$WORK/$mode" \
-		--tierd "$TIERD" --tierctl "$TIERCTL" --cuts "$CUTS" --kill9 "$KILL9" \
+	( ulimit -S -v 4000000; exec "$PY" "$HERE/powercut.py" --mode "$mode" --work "$WORK/$run" \
+		--tierd "$TIERD" --tierctl "$TIERCTL" "${fsargs[@]}" \
 		--kill9-flush "${TIER_POWERCUT_KILL9_FLUSH:-strict}" \
-		"${seed_args[@]}" "${keep_args[@]}" ) > >(tee "$WORK/$mode.out") 2>&1 &
+		"${seed_args[@]}" "${keep_args[@]}" ) > >(tee "$WORK/$run.out") 2>&1 &
 	PYPIDS+=($!)
 	if [ "${TIER_POWERCUT_SERIAL:-0}" = 1 ]; then
 		wait "${PYPIDS[-1]}" || status=1
@@ -138,11 +150,11 @@ done
 PYPIDS=()
 sleep 0.2   # let tee finish
 summary=()
-for mode in $MODES; do
-	summary+=("$(grep '^powercut: mode=.* cuts=' "$WORK/$mode.out" | tail -n 1)")
-	[ -n "${summary[-1]}" ] || summary[-1]="powercut: mode=$mode: no summary (crashed?)"
+for run in "${RUNS[@]}"; do
+	summary+=("$run: $(grep '^powercut: mode=.* cuts=' "$WORK/$run.out" | tail -n 1)")
+	[ -n "${summary[-1]#*: }" ] || summary[-1]="powercut: $run: no summary (crashed?)"
 	# bring the logs to the top level for the tail on exit
-	[ "$status" -eq 0 ] || cp "$WORK/$mode"/tierd-*.log "$WORK/" 2>/dev/null
+	[ "$status" -eq 0 ] || cp "$WORK/$run"/tierd-*.log "$WORK/" 2>/dev/null
 done
 
 echo "==== powercut summary"
