@@ -173,6 +173,49 @@ static void test_read_recency_promotes_after_proxy(void **state)
 }
 
 /*
+ * R-READ-8: object granularity, a read of an object whose promotion is
+ * running waits for it and hits the copy; it does not read base again.
+ * (Read from base, a sequential stream's reads after its miss counted as
+ * misses an object LRU does not have: 3x at QD 1.)
+ */
+static void test_read_waits_for_running_promotion(void **state)
+{
+	struct tier_params p;
+	struct tier_devmodel_params hdd, ssd;
+	struct env *v;
+	uint8_t b[4096];
+	struct tier_stats s;
+	(void)state;
+
+	env_params(&p);   /* object granularity, recency 0: every read miss promotes */
+	assert_int_equal(tier_devmodel_profile("hdd", &hdd), 0);
+	assert_int_equal(tier_devmodel_profile("ssd", &ssd), 0);
+	v = env_new_vt(&p, &hdd, &ssd, true);
+	assert_int_equal(env_write(v, 2 * OS, OS, 7), 0);
+	tier_engine_evict_all(v->e, NULL);   /* flushed, dropped: base holds it */
+	env_pump(v);
+	assert_int_equal(env_stats(v).cached_objects, 0);
+	s = env_stats(v);
+	/* the first read misses, proxies, and queues the promotion behind it */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS, 4096, b, 0), 0);
+	assert_int_equal(env_stats(v).proxy_reads, s.proxy_reads + 1);
+	assert_int_equal(env_stats(v).cached_objects, 0);   /* the promotion runs */
+	/* the next one waits for that promotion and is served from the copy */
+	assert_int_equal(env_io(v, TIER_REQ_READ, 2 * OS + 4096, 4096, b, 0), 0);
+	assert_int_equal(env_stats(v).proxy_reads, s.proxy_reads + 1);
+	assert_int_equal(env_stats(v).read_hits, s.read_hits + 1);
+	assert_int_equal(env_stats(v).cached_objects, 1);
+	{
+		uint8_t *all = malloc(OS);
+
+		fill(all, OS, 7);
+		assert_memory_equal(b, all + 4096, 4096);
+		free(all);
+	}
+	env_free(v);
+}
+
+/*
  * The same script with ARC (the default before LRU): the evicted object is a ghost, so
  * its first read miss is admitted on the policy's hint although the recency
  * rule says no; a never-cached object still waits for its second read.
@@ -948,6 +991,7 @@ int main(void)
 		cmocka_unit_test(test_write_miss_proxies_then_promotes),
 		cmocka_unit_test(test_recency_needs_consecutive_sets),
 		cmocka_unit_test(test_read_recency_promotes_after_proxy),
+		cmocka_unit_test(test_read_waits_for_running_promotion),
 		cmocka_unit_test(test_arc_ghost_hint_admits_a_read_miss),
 		cmocka_unit_test(test_mode_writeback),
 		cmocka_unit_test(test_mode_readproxy),
