@@ -266,6 +266,20 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 	tier__deliver(e);
 }
 
+/* Submit j's STAT of objno's cache copy (its record into j->meta), counted in rb_inflight. */
+static void stat_submit(struct tier_image *img, struct tier__job *j, uint64_t objno)
+{
+	j->objno = objno;
+	j->op.opcode = TIER_STORE_STAT;
+	tier__oid(img, objno, j->op.oid);
+	j->op.meta_buf = j->meta;
+	j->op.meta_cap = TIER_META_MAX;
+	j->op.cb = rebuild_stat_cb;
+	j->op.priv = j;
+	img->rb_inflight++;
+	tier__submit(img->e, img->e->cache, &j->op);
+}
+
 static void rebuild_next(struct tier_image *img)
 {
 	struct tier_engine *e = img->e;
@@ -283,17 +297,9 @@ static void rebuild_next(struct tier_image *img)
 			img->ready = -ENOMEM;
 			break;
 		}
-		j->objno = objno;
 		if (e->nwords)
 			j->snap = calloc(2 * e->nwords, 8);
-		j->op.opcode = TIER_STORE_STAT;
-		tier__oid(img, objno, j->op.oid);
-		j->op.meta_buf = j->meta;
-		j->op.meta_cap = TIER_META_MAX;
-		j->op.cb = rebuild_stat_cb;
-		j->op.priv = j;
-		img->rb_inflight++;
-		tier__submit(e, e->cache, &j->op);
+		stat_submit(img, j, objno);
 	}
 	if (img->rb_inflight)
 		return;
@@ -430,19 +436,11 @@ static void probe_start(struct tier_image *img, uint64_t objno)
 		return;
 	}
 	j->step = 1;
-	j->objno = objno;
 	tier__bit_set(img->probing, objno);
 	img->n_probes++;
 	img->load_probes++;
-	j->op.opcode = TIER_STORE_STAT;
-	tier__oid(img, objno, j->op.oid);
-	j->op.meta_buf = j->meta;
-	j->op.meta_cap = TIER_META_MAX;
-	j->op.cb = rebuild_stat_cb;
-	j->op.priv = j;
-	img->rb_inflight++;
 	tier__count(e, img, load_probes, 1);
-	tier__submit(e, e->cache, &j->op);
+	stat_submit(img, j, objno);
 }
 
 /*

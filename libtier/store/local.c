@@ -253,21 +253,6 @@ static const struct tier_store_ops local_ops = {
 	.scan = local_submit,
 };
 
-/* The same, without SCAN: a filesystem whose directory offsets may shift. */
-static const struct tier_store_ops local_ops_noscan = {
-	.size = sizeof(struct tier_store_ops),
-	.name = "local",
-	.read = local_submit,
-	.write = local_submit,
-	.zero = local_submit,
-	.setmeta = local_submit,
-	.remove = local_submit,
-	.stat = local_submit,
-	.list = local_submit,
-	.destroy = local_destroy,
-	.get_stats = local_get_stats,
-};
-
 bool tier__local_dir_offsets_stable(long f_type, const char *release)
 {
 	unsigned maj = 0, mnr = 0;
@@ -471,7 +456,10 @@ int tier_store_local_create(const char *pool_name, const struct tier_local_opts 
 	rc = start_threads(L);
 	if (rc < 0)
 		goto out;
-	rc = tier_store_create(L->scan_ok ? &local_ops : &local_ops_noscan, L, pool_name, cq, out);
+	L->ops = local_ops;   /* without SCAN where directory offsets may shift */
+	if (!L->scan_ok)
+		L->ops.scan = NULL;
+	rc = tier_store_create(&L->ops, L, pool_name, cq, out);
 	if (rc == 0) {
 		tier_store_set_volatile_acks(*out, true);   /* the page cache */
 		L = NULL;

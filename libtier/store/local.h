@@ -99,6 +99,7 @@ struct local_be {
 	bool direct_io;
 	bool mem_fs;                /* the pool is on tmpfs/ramfs: I/O never blocks */
 	bool scan_ok;               /* tier__local_dir_offsets_stable: SCAN offered */
+	struct tier_store_ops ops;  /* the store's (local_ops, less SCAN without scan_ok) */
 	bool inline_io;             /* cheap ops may run on the submitting thread */
 	unsigned guard_hold_us;     /* tests: widen the guard-to-effect window */
 	atomic_bool direct_ok;      /* cleared when the fs refuses O_DIRECT */

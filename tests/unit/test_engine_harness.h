@@ -142,17 +142,8 @@ static inline int env_engine_loading(struct env *v)
 
 static inline int env_engine(struct env *v)
 {
-	struct tier_engine_opts o = {
-		.base = v->base, .cache = v->cache, .params = v->p,
-		.clock = env_clock, .clock_arg = v,
-	};
-	struct tier_image_opts io = { .name = "img", .object_prefix = "rbd_data.test",
-				      .size = v->isz ? v->isz : 64 * v->p.object_size };
-	int rc = tier_engine_create(&o, &v->e);
+	int rc = env_engine_loading(v);
 
-	if (rc < 0)
-		return rc;
-	rc = tier_image_open(v->e, &io, &v->img);
 	if (rc < 0)
 		return rc;
 	env_pump(v);
