@@ -329,6 +329,51 @@ static int img_io(struct env *v, struct tier_engine *e2, struct tier_image *img,
 	return x.result;
 }
 
+/* Two engines on one pair of vt stores: the first wrote one 4 KiB block into
+ * each of n of the nobj objects of image "big" (all cached, dirty) and
+ * parked it; the second has it open in standby, not loaded. */
+struct lazy_rig {
+	struct env *v;
+	struct tier_engine *e2;
+	struct tier_image *img1, *img2;
+};
+
+static struct lazy_rig lazy_rig(bool extents, uint64_t nobj, uint64_t n)
+{
+	struct tier_params p;
+	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100,
+					   .queue_depth = 4 };
+	struct tier_image_opts io = { .name = "big", .object_prefix = "rbd_data.big",
+				      .size = nobj * OS };
+	struct tier_engine_opts o;
+	struct lazy_rig g = { 0 };
+	uint8_t buf[4096];
+
+	env_params(&p);
+	p.target_max_bytes = 4096 * OS;   /* everything stays cached and dirty */
+	if (extents)
+		p.promote_granularity = TIER_GRAN_EXTENT;
+	g.v = env_new_vt(&p, NULL, &cm, true);
+	assert_int_equal(tier_image_open(g.v->e, &io, &g.img1), 0);
+	run_until(g.v, g.v->e, NULL);
+	assert_int_equal(tier_image_ready(g.img1), 1);
+	for (uint64_t i = 0; i < n; i++) {
+		fill(buf, 4096, i + 1);
+		assert_int_equal(img_io(g.v, g.v->e, g.img1, TIER_REQ_WRITE, i * OS, 4096, buf), 0);
+	}
+	assert_int_equal(env_stats(g.v).dirty_objects, n);
+	assert_int_equal(env_stats(g.v).flushes, 0);   /* the base pool has none of it */
+	assert_int_equal(tier_image_park(g.img1, 0), 0);
+	run_until(g.v, g.v->e, NULL);
+	assert_int_equal(tier_image_parked(g.img1), 1);
+	o = (struct tier_engine_opts){ .base = g.v->base, .cache = g.v->cache,
+				       .params = g.v->p, .clock = env_clock, .clock_arg = g.v };
+	io.standby = true;
+	assert_int_equal(tier_engine_create(&o, &g.e2), 0);
+	assert_int_equal(tier_image_open(g.e2, &io, &g.img2), 0);
+	return g;
+}
+
 /*
  * Serve while loading: after a handoff, the new owner answers a request as
  * soon as a probe has read the record of each object it touches, long
@@ -340,42 +385,14 @@ static int img_io(struct env *v, struct tier_engine *e2, struct tier_image *img,
 static void lazy_load(bool extents)
 {
 	enum { N = 600, NOBJ = 640 };
-	struct tier_params p;
-	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100,
-					   .queue_depth = 4 };
-	struct env *v;
-	struct tier_engine *e2 = NULL;
-	struct tier_image *img1, *img2;
-	struct tier_engine_opts o;
-	struct tier_image_opts io = { .name = "big", .object_prefix = "rbd_data.big",
-				      .size = NOBJ * OS };
+	struct lazy_rig g = lazy_rig(extents, NOBJ, N);
+	struct env *v = g.v;
+	struct tier_engine *e2 = g.e2;
+	struct tier_image *img2 = g.img2;
 	struct sreq r = { 0 }, w = { 0 }, w2 = { 0 };
 	uint8_t *buf = malloc(OS), *got = malloc(OS), *nb = malloc(4096), *nb2 = malloc(4096);
 	struct tier_stats s2;
 
-	env_params(&p);
-	p.target_max_bytes = 4096 * OS;   /* everything stays cached and dirty */
-	if (extents)
-		p.promote_granularity = TIER_GRAN_EXTENT;
-	v = env_new_vt(&p, NULL, &cm, true);
-	assert_int_equal(tier_image_open(v->e, &io, &img1), 0);
-	run_until(v, v->e, NULL);
-	assert_int_equal(tier_image_ready(img1), 1);
-	for (uint64_t i = 0; i < N; i++) {
-		fill(buf, 4096, i + 1);
-		assert_int_equal(img_io(v, v->e, img1, TIER_REQ_WRITE, i * OS, 4096, buf), 0);
-	}
-	assert_int_equal(env_stats(v).dirty_objects, N);
-	assert_int_equal(env_stats(v).flushes, 0);   /* the base pool has none of it */
-	assert_int_equal(tier_image_park(img1, 0), 0);
-	run_until(v, v->e, NULL);
-	assert_int_equal(tier_image_parked(img1), 1);
-
-	o = (struct tier_engine_opts){ .base = v->base, .cache = v->cache, .params = v->p,
-				       .clock = env_clock, .clock_arg = v };
-	io.standby = true;
-	assert_int_equal(tier_engine_create(&o, &e2), 0);
-	assert_int_equal(tier_image_open(e2, &io, &img2), 0);
 	/* waits in standby, goes once the load starts */
 	r.r = (struct tier_request){ .type = TIER_REQ_READ, .off = 500 * OS, .len = 4096,
 				     .buf = got, .cb = sreq_cb };
@@ -469,35 +486,14 @@ static void test_lazy_load_extents(void **state)
 static void test_lazy_load_parked(void **state)
 {
 	enum { N = 300, NOBJ = 320 };
-	struct tier_params p;
-	struct tier_devmodel_params cm = { .read_latency_us = 100, .write_latency_us = 100,
-					   .queue_depth = 4 };
-	struct env *v;
-	struct tier_engine *e2 = NULL;
-	struct tier_image *img1, *img2;
-	struct tier_engine_opts o;
-	struct tier_image_opts io = { .name = "big", .object_prefix = "rbd_data.big",
-				      .size = NOBJ * OS };
+	struct lazy_rig g = lazy_rig(false, NOBJ, N);
+	struct env *v = g.v;
+	struct tier_engine *e2 = g.e2;
+	struct tier_image *img1 = g.img1, *img2 = g.img2;
 	struct sreq r[8];
 	uint8_t *buf = malloc(4096), *got = malloc(8 * 4096);
 	(void)state;
 
-	env_params(&p);
-	p.target_max_bytes = 4096 * OS;
-	v = env_new_vt(&p, NULL, &cm, true);
-	assert_int_equal(tier_image_open(v->e, &io, &img1), 0);
-	run_until(v, v->e, NULL);
-	for (uint64_t i = 0; i < N; i++) {
-		fill(buf, 4096, i + 1);
-		assert_int_equal(img_io(v, v->e, img1, TIER_REQ_WRITE, i * OS, 4096, buf), 0);
-	}
-	assert_int_equal(tier_image_park(img1, 0), 0);
-	run_until(v, v->e, NULL);
-	o = (struct tier_engine_opts){ .base = v->base, .cache = v->cache, .params = v->p,
-				       .clock = env_clock, .clock_arg = v };
-	io.standby = true;
-	assert_int_equal(tier_engine_create(&o, &e2), 0);
-	assert_int_equal(tier_image_open(e2, &io, &img2), 0);
 	assert_int_equal(tier_image_load(img2), 0);
 	for (int i = 0; i < 8; i++) {
 		r[i] = (struct sreq){ .r = { .type = TIER_REQ_READ, .off = (uint64_t)(40 * i) * OS,
