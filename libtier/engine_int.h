@@ -482,6 +482,7 @@ void tier__map_foreach(struct tier_engine *e, void (*fn)(struct tier_engine *e,
 		       struct tier__obj *o, void *arg), void *arg);
 static inline bool tier__bit(const uint64_t *w, size_t i) { return (w[i / 64] >> (i % 64)) & 1; }
 static inline void tier__bit_set(uint64_t *w, size_t i) { w[i / 64] |= 1ull << (i % 64); }
+static inline void tier__bit_clear(uint64_t *w, size_t i) { w[i / 64] &= ~(1ull << (i % 64)); }
 size_t tier__popcount(const uint64_t *w, size_t nwords);
 bool tier__obj_busy(const struct tier__obj *o);
 

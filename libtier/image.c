@@ -38,6 +38,7 @@
 #define LAZY_PROBES       32   /* probes in flight (they share REBUILD_WINDOW) */
 #define LAZY_REQ_OBJS     16   /* a request over more objects waits for the scan */
 #define LAZY_PROBE_TRIES  3    /* probes failed in a row before the load fails */
+#define J_PROBE           1    /* a rebuild job's step: a probe, not the scan's STAT */
 
 void tier__image_free(struct tier_image *img)
 {
@@ -80,7 +81,7 @@ static void lazy_decided(struct tier_image *img, uint64_t objno)
 	if (!img->known)
 		return;
 	tier__bit_set(img->known, objno);
-	img->probing[objno / 64] &= ~(1ull << (objno % 64));
+	tier__bit_clear(img->probing, objno);
 }
 
 static void lazy_end(struct tier_image *img)
@@ -207,7 +208,7 @@ static int rebuild_adopt(struct tier_image *img, uint64_t objno, uint64_t versio
 
 /*
  * A STAT's answer: of a listed name (the scan), or of an object a request
- * waits for (a probe, j->step 1, which holds its `probing` bit).
+ * waits for (a probe, j->step J_PROBE, which holds its `probing` bit).
  */
 static void rebuild_stat_cb(struct tier_store_op *op)
 {
@@ -215,7 +216,7 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 	struct tier_image *img = j->img;
 	struct tier_engine *e = img->e;
 	uint64_t objno = j->objno;
-	bool probe = j->step == 1;
+	bool probe = j->step == J_PROBE;
 	int rc = op->result;
 
 	if (!probe && !scan_decides(img, objno)) {
@@ -256,7 +257,7 @@ static void rebuild_stat_cb(struct tier_store_op *op)
 		img->n_probes--;
 		if (tier__bit(img->known, objno))
 			img->probe_errs = 0;
-		img->probing[objno / 64] &= ~(1ull << (objno % 64));
+		tier__bit_clear(img->probing, objno);
 	}
 	tier__job_free(j);
 	img->rb_inflight--;
@@ -435,7 +436,7 @@ static void probe_start(struct tier_image *img, uint64_t objno)
 		tier__job_free(j);
 		return;
 	}
-	j->step = 1;
+	j->step = J_PROBE;
 	tier__bit_set(img->probing, objno);
 	img->n_probes++;
 	img->load_probes++;
